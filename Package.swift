@@ -1,0 +1,54 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// One module per step of a change's journey; executables only wire. C libraries come from Debian
+// through system-library targets (see docs/architecture.md).
+let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
+let package = Package(
+    name: "sinki",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "sinkid", targets: ["sinkid"]),
+    ],
+    targets: [
+        // C libraries, each through its pkg-config name.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // Typed wrappers for libcurl's variadic setopt calls, which Swift cannot call.
+        .target(name: "CCurlShim", dependencies: ["CCurl"]),
+        // Linux calls the Glibc module hides (syncfs, renameat2).
+        .target(name: "CSystemShim"),
+
+        .target(name: "SinkiRecord", swiftSettings: strict),
+        .target(name: "SinkiSupport", dependencies: ["CSQLite", "CZlib", "CCrypto", "CSystemShim"], swiftSettings: strict),
+        .target(name: "SinkiLoop", dependencies: ["CUV", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiTransfer", dependencies: ["CCurl", "CCurlShim", "CUV", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiWatch", dependencies: ["CUV", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiState", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiMerge", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiConfig", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiServer", dependencies: ["CMicroHTTPD", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiAgent", dependencies: ["SinkiConfig", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer", "SinkiWatch"], swiftSettings: strict),
+        .target(name: "SinkiCLI", dependencies: ["SinkiAgent", "SinkiConfig", "SinkiServer", "SinkiSupport"], swiftSettings: strict),
+        .executableTarget(name: "sinkid", dependencies: ["SinkiCLI"], swiftSettings: strict),
+
+        .target(name: "SinkiTestSupport", dependencies: ["SinkiSupport"], path: "Tests/SinkiTestSupport", swiftSettings: strict),
+        .testTarget(name: "SinkiRecordTests", dependencies: ["SinkiRecord"], swiftSettings: strict),
+        .testTarget(name: "SinkiSupportTests", dependencies: ["SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SinkiLoopTests", dependencies: ["SinkiLoop"], swiftSettings: strict),
+        .testTarget(name: "SinkiTransferTests", dependencies: ["SinkiTransfer", "SinkiServer", "SinkiTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SinkiWatchTests", dependencies: ["SinkiWatch", "SinkiTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SinkiStateTests", dependencies: ["SinkiState", "SinkiTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SinkiMergeTests", dependencies: ["SinkiMerge"], swiftSettings: strict),
+        .testTarget(name: "SinkiConfigTests", dependencies: ["SinkiConfig", "SinkiTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SinkiServerTests", dependencies: ["SinkiServer", "SinkiTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SinkiAgentTests", dependencies: ["SinkiAgent", "SinkiTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SinkiCLITests", dependencies: ["SinkiCLI", "SinkiTestSupport"], swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

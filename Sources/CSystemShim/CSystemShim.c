@@ -1,0 +1,10 @@
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+#include "CSystemShim.h"
+
+int sinki_syncfs(int fd) { return syncfs(fd); }
+int sinki_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
+    return renameat2(olddirfd, oldpath, newdirfd, newpath, RENAME_NOREPLACE);
+}

@@ -1,0 +1,87 @@
+/// An `application/problem+json` error (RFC 9457) as the server sends it.
+public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
+    public var status: Int
+    public var code: String
+    public var title: String
+    public var detail: String
+    public var requestId: String
+
+    public init(status: Int, code: String, title: String, detail: String, requestId: String = "") {
+        self.status = status
+        self.code = code
+        self.title = title
+        self.detail = detail
+        self.requestId = requestId
+    }
+
+    public init(_ kind: ProblemKind, detail: String, requestId: String = "") {
+        self.init(status: kind.status, code: kind.code, title: kind.title, detail: detail, requestId: requestId)
+    }
+
+    public var type: String { "https://sinki.dev/problems/\(code)" }
+
+    public var description: String {
+        var text = "\(status) \(code): \(detail)"
+        if !requestId.isEmpty { text += " (request \(requestId))" }
+        return text
+    }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("type", type)
+        writer.field("title", title)
+        writer.field("status", status)
+        writer.field("detail", detail)
+        writer.field("code", code)
+        writer.field("requestId", requestId)
+        writer.endObject()
+    }
+
+    public var jsonBytes: [UInt8] {
+        var writer = JSONWriter()
+        write(to: &writer)
+        return writer.bytes
+    }
+
+    public static func read(from reader: inout JSONReader) throws -> Problem {
+        var problem = Problem(status: 0, code: "", title: "", detail: "")
+        try reader.readObject { reader, key in
+            switch key {
+            case "status": problem.status = try reader.readInt()
+            case "code": problem.code = try reader.readString()
+            case "title": problem.title = try reader.readString()
+            case "detail": problem.detail = try reader.readString()
+            case "requestId": problem.requestId = try reader.readString()
+            default: try reader.skipValue()
+            }
+        }
+        return problem
+    }
+
+    /// Parses a problem document; nil when the bytes are not one.
+    public static func parse(_ bytes: [UInt8]) -> Problem? {
+        var reader = JSONReader(bytes)
+        guard let problem = try? read(from: &reader), problem.status != 0 else { return nil }
+        return problem
+    }
+}
+
+/// Every error the server answers with, declared once: code, title and HTTP status.
+public struct ProblemKind: Sendable, Equatable {
+    public let code: String
+    public let title: String
+    public let status: Int
+
+    public static let badRequest = ProblemKind(code: "bad-request", title: "The request is malformed", status: 400)
+    public static let badJSON = ProblemKind(code: "bad-json", title: "The body is not the JSON this route takes", status: 400)
+    public static let badPath = ProblemKind(code: "bad-path", title: "A record path breaks the path rules", status: 400)
+    public static let badToken = ProblemKind(code: "bad-token", title: "The change token is not one this server issued", status: 400)
+    public static let unauthorized = ProblemKind(code: "unauthorized", title: "A valid bearer token is required", status: 401)
+    public static let notFound = ProblemKind(code: "not-found", title: "No such resource", status: 404)
+    public static let methodNotAllowed = ProblemKind(code: "method-not-allowed", title: "The route does not take this method", status: 405)
+    public static let tokenExpired = ProblemKind(code: "token-expired", title: "The change token predates the retained history; resync", status: 410)
+    public static let tooLarge = ProblemKind(code: "too-large", title: "The request body is too large", status: 413)
+    public static let unsupportedMediaType = ProblemKind(code: "unsupported-media-type", title: "The content type is not accepted here", status: 415)
+    public static let internalError = ProblemKind(code: "internal", title: "The server failed", status: 500)
+    public static let unavailable = ProblemKind(code: "unavailable", title: "The server is shutting down or overloaded", status: 503)
+}

@@ -1,0 +1,162 @@
+/// `POST /v1/records/modify`: a batch of saves and deletes (a delete is a record with `deleted`).
+public struct ModifyRequest: Sendable, Equatable {
+    public var records: [Record]
+    public init(records: [Record]) { self.records = records }
+
+    public var jsonBytes: [UInt8] {
+        var writer = JSONWriter(capacity: records.reduce(64) { $0 + 256 + ($1.data?.count ?? 0) * 4 / 3 })
+        writer.beginObject()
+        writer.key("records")
+        writer.beginArray()
+        for record in records { record.write(to: &writer) }
+        writer.endArray()
+        writer.endObject()
+        return writer.bytes
+    }
+
+    public static func parse(_ bytes: [UInt8]) throws -> ModifyRequest {
+        var reader = JSONReader(bytes)
+        var records: [Record]?
+        try reader.readObject { reader, key in
+            if key == "records" {
+                var list: [Record] = []
+                try reader.readArray { reader in list.append(try Record.read(from: &reader)) }
+                records = list
+            } else {
+                try reader.skipValue()
+            }
+        }
+        try reader.finish()
+        guard let records else { throw RecordFieldError(field: "records", message: "missing") }
+        return ModifyRequest(records: records)
+    }
+}
+
+/// The server's answer for one item of a modify batch.
+public struct ModifyResult: Sendable, Equatable {
+    /// What happened to one item.
+    public enum Status: String, Sendable {
+        /// Saved; `record` carries the new changeTag (without inline data).
+        case saved
+        /// `baseTag` was stale; `record` is the server's current record, data included.
+        case conflict
+        /// The item broke a rule; `problem` says which. The rest of the batch is unaffected.
+        case refused
+    }
+
+    public var path: String
+    public var status: Status
+    public var record: Record?
+    public var problem: Problem?
+
+    public init(path: String, status: Status, record: Record? = nil, problem: Problem? = nil) {
+        self.path = path
+        self.status = status
+        self.record = record
+        self.problem = problem
+    }
+}
+
+/// The answer to a modify batch: one result per item, in request order.
+public struct ModifyResponse: Sendable, Equatable {
+    public var results: [ModifyResult]
+    public init(results: [ModifyResult]) { self.results = results }
+
+    public var jsonBytes: [UInt8] {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("results")
+        writer.beginArray()
+        for result in results {
+            writer.beginObject()
+            writer.field("path", result.path)
+            writer.field("status", result.status.rawValue)
+            if let record = result.record {
+                writer.key("record")
+                record.write(to: &writer)
+            }
+            if let problem = result.problem {
+                writer.key("problem")
+                problem.write(to: &writer)
+            }
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
+        return writer.bytes
+    }
+
+    public static func parse(_ bytes: [UInt8]) throws -> ModifyResponse {
+        var reader = JSONReader(bytes)
+        var results: [ModifyResult] = []
+        try reader.readObject { reader, key in
+            guard key == "results" else { try reader.skipValue(); return }
+            try reader.readArray { reader in
+                var result = ModifyResult(path: "", status: .refused)
+                var sawStatus = false
+                try reader.readObject { reader, key in
+                    switch key {
+                    case "path": result.path = try reader.readString()
+                    case "status":
+                        let text = try reader.readString()
+                        guard let status = ModifyResult.Status(rawValue: text) else {
+                            throw RecordFieldError(field: "status", message: "unknown status \(quoted(text))")
+                        }
+                        result.status = status
+                        sawStatus = true
+                    case "record": result.record = try Record.read(from: &reader)
+                    case "problem": result.problem = try Problem.read(from: &reader)
+                    default: try reader.skipValue()
+                    }
+                }
+                guard sawStatus else { throw RecordFieldError(field: "status", message: "missing") }
+                results.append(result)
+            }
+        }
+        try reader.finish()
+        return ModifyResponse(results: results)
+    }
+}
+
+/// A page of records: the change feed (`token`, `more`) or a look-up (`more`, `cursor`).
+public struct RecordPage: Sendable, Equatable {
+    public var records: [Record]
+    /// Resumes the change feed exactly after this page.
+    public var token: String
+    /// More records are ready now; ask again without waiting.
+    public var more: Bool
+
+    public init(records: [Record], token: String, more: Bool) {
+        self.records = records
+        self.token = token
+        self.more = more
+    }
+
+    public var jsonBytes: [UInt8] {
+        var writer = JSONWriter(capacity: records.reduce(64) { $0 + 256 + ($1.data?.count ?? 0) * 4 / 3 })
+        writer.beginObject()
+        writer.key("records")
+        writer.beginArray()
+        for record in records { record.write(to: &writer) }
+        writer.endArray()
+        writer.field("token", token)
+        writer.field("more", more)
+        writer.endObject()
+        return writer.bytes
+    }
+
+    public static func parse(_ bytes: [UInt8]) throws -> RecordPage {
+        var reader = JSONReader(bytes)
+        var page = RecordPage(records: [], token: "", more: false)
+        try reader.readObject { reader, key in
+            switch key {
+            case "records": try reader.readArray { reader in page.records.append(try Record.read(from: &reader)) }
+            case "token": page.token = try reader.readString()
+            case "more": page.more = try reader.readBool()
+            default: try reader.skipValue()
+            }
+        }
+        try reader.finish()
+        return page
+    }
+}
