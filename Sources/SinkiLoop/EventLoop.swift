@@ -30,7 +30,6 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
             guard let handle, let context = handle.pointee.data else { return }
             Unmanaged<EventLoop>.fromOpaque(context).takeUnretainedValue().drain()
         }
-        // The async handle must not keep uv_run alive on its own after stop.
         wakeup.pointee.data = Unmanaged.passUnretained(self).toOpaque()
     }
 
@@ -82,7 +81,11 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         }
     }
 
-    /// Runs the loop on the calling thread until `stop()`; then closes every handle still open.
+    /// Claims the calling thread as the loop's before `run`, so code on it can check isolation.
+    public func markOwner() { owner.withLock { $0 = pthread_self() } }
+
+    /// Runs the loop on the calling thread until `stop()` (the wake-up handle keeps it alive while
+    /// idle); then closes every handle still open and frees them.
     public func run() {
         owner.withLock { $0 = pthread_self() }
         uv_run(raw, UV_RUN_DEFAULT)
