@@ -1,0 +1,68 @@
+import Glibc
+import SinkiRecord
+import SinkiSupport
+
+/// A file's content as read for hashing or sending, with the stat taken around the read.
+public struct FileContent: Sendable {
+    public var stat: FileStat
+    public var sha256: String
+    /// The bytes, when the caller asked for them (inline sends).
+    public var bytes: [UInt8]?
+    /// The file changed while it was read: the hash may mix two versions; read it again later.
+    public var unstable: Bool
+}
+
+/// Reads files below a root without following symlinks, hashing as the bytes stream.
+public enum ContentReader {
+    static let chunk = 1 << 20
+
+    /// Hashes (and with `keepBytes` returns) the file at `relative`. Symlinks hash their target text.
+    public static func read(_ root: SafeRoot, _ relative: String, keepBytes: Bool) throws(SafeRootError) -> FileContent {
+        if let stat = try root.stat(relative), stat.kind == .symlink {
+            let target = try readLink(root, relative)
+            return FileContent(stat: stat, sha256: Digest.sha256Hex(target), bytes: keepBytes ? target : nil, unstable: false)
+        }
+        let file = try root.open(relative, flags: O_RDONLY | O_NOCTTY | O_NONBLOCK)
+        let before: FileStat
+        do { before = try file.stat() } catch { throw .system(error) }
+        guard before.kind == .file else {
+            throw .system(SystemError("read", errno: before.kind == .directory ? EISDIR : EINVAL, path: file.path))
+        }
+        let digest = Digest()
+        var bytes: [UInt8]?
+        do {
+            if keepBytes || before.size <= chunk {
+                let all = try file.readAll(sizeHint: Int(before.size))
+                digest.update(all)
+                if keepBytes { bytes = all }
+            } else {
+                let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+                defer { buffer.deallocate() }
+                var offset: Int64 = 0
+                while true {
+                    let got = try file.read(into: buffer, at: offset)
+                    if got == 0 { break }
+                    digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
+                    offset += Int64(got)
+                }
+            }
+        } catch {
+            throw .system(error)
+        }
+        let after: FileStat
+        do { after = try file.stat() } catch { throw .system(error) }
+        let unstable = after.size != before.size || after.mtime != before.mtime || after.ctime != before.ctime
+        return FileContent(stat: after, sha256: digest.finishHex(), bytes: bytes, unstable: unstable)
+    }
+
+    /// The target text of the symlink at `relative`.
+    public static func readLink(_ root: SafeRoot, _ relative: String) throws(SafeRootError) -> [UInt8] {
+        var made: [String] = []
+        let parent = try root.openParent(of: relative, create: false, made: &made)
+        let name = relative.split(separator: "/").last.map(String.init) ?? relative
+        var buffer = [UInt8](repeating: 0, count: 4097)
+        let count = buffer.withUnsafeMutableBufferPointer { readlinkat(parent.raw, name, UnsafeMutableRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), 4097) }
+        if count < 0 { throw .system(SystemError("readlink", errno: errno, path: parent.path + "/" + name)) }
+        return Array(buffer[0..<count])
+    }
+}

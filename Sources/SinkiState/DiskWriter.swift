@@ -1,0 +1,117 @@
+import Glibc
+import SinkiSupport
+import SinkiWatch
+
+/// Writes below a root the way remote changes must land: a temporary file beside the target, then
+/// a rename, so a reader sees the old file or the new one, never half of one. No fsync here: the
+/// caller makes a whole batch durable with one `syncfs`.
+enum DiskWriter {
+    /// Writes `bytes` as `name` in the directory `parent`; returns the new file's stat.
+    /// `expect` is what must still be at `name` (nil: nothing) right before the rename, so a local
+    /// edit that lands meanwhile is not overwritten.
+    static func writeFile(parent: Int32, parentPath: String, name: String, bytes: [UInt8], mode: UInt32, modifiedAt: Int64,
+                          expect: FileStat?) throws(SystemError) -> FileStat {
+        let temp = TempNames.make(for: name)
+        let fd = try syscall("open", path: parentPath + "/" + temp) {
+            openat(parent, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        }
+        let file = FileDescriptor(raw: fd, path: parentPath + "/" + temp)
+        do {
+            try file.write(bytes)
+            try syscall("fchmod", path: file.path) { fchmod(fd, mode_t(mode & 0o777)) }
+            try file.setModified(modifiedAt)
+            try replace(parent: parent, parentPath: parentPath, temp: temp, name: name, expect: expect)
+        } catch {
+            unlinkat(parent, temp, 0)
+            throw error
+        }
+        return try statEntry(parent: parent, parentPath: parentPath, name: name)
+    }
+
+    /// Makes `name` a symlink to `target`, replacing what is there.
+    static func writeSymlink(parent: Int32, parentPath: String, name: String, target: [UInt8], expect: FileStat?) throws(SystemError) -> FileStat {
+        let temp = TempNames.make(for: name)
+        var text = target
+        text.append(0)
+        let status = text.withUnsafeBufferPointer { symlinkat(UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), parent, temp) }
+        if status != 0 { throw SystemError("symlink", errno: errno, path: parentPath + "/" + name) }
+        do {
+            try replace(parent: parent, parentPath: parentPath, temp: temp, name: name, expect: expect)
+        } catch {
+            unlinkat(parent, temp, 0)
+            throw error
+        }
+        return try statEntry(parent: parent, parentPath: parentPath, name: name)
+    }
+
+    private static func replace(parent: Int32, parentPath: String, temp: String, name: String, expect: FileStat?) throws(SystemError) {
+        let now = try? FileDescriptor.statEntry(parent: parent, parentPath: parentPath, name: name)
+        if let now, now.kind == .directory {
+            // A directory the server says is now a file: only an empty one gives way.
+            if unlinkat(parent, name, AT_REMOVEDIR) != 0 { throw SystemError("rename", errno: EISDIR, path: parentPath + "/" + name) }
+        } else if !sameEntry(now, expect) {
+            throw SystemError("rename", errno: EAGAIN, path: parentPath + "/" + name)
+        }
+        try syscall("rename", path: parentPath + "/" + name) { renameat(parent, temp, parent, name) }
+    }
+
+    /// Whether what is on disk is still what was planned against (content identity, not ctime).
+    static func sameEntry(_ now: FileStat?, _ expect: FileStat?) -> Bool {
+        switch (now, expect) {
+        case (nil, nil): return true
+        case let (now?, expect?): return now.kind == expect.kind && (now.kind == .directory || now.sameIdentity(as: expect))
+        default: return false
+        }
+    }
+
+    static func statEntry(parent: Int32, parentPath: String, name: String) throws(SystemError) -> FileStat {
+        guard let stat = try FileDescriptor.statEntry(parent: parent, parentPath: parentPath, name: name) else {
+            throw SystemError("stat", errno: ENOENT, path: parentPath + "/" + name)
+        }
+        return stat
+    }
+
+    /// Creates directory `name` (or keeps the one there); returns its stat.
+    static func makeDirectory(parent: Int32, parentPath: String, name: String, mode: UInt32) throws(SystemError) -> FileStat {
+        if mkdirat(parent, name, mode_t(mode == 0 ? 0o755 : mode & 0o777)) != 0 {
+            let code = errno
+            guard code == EEXIST else { throw SystemError("mkdir", errno: code, path: parentPath + "/" + name) }
+            let existing = try statEntry(parent: parent, parentPath: parentPath, name: name)
+            guard existing.kind == .directory else { throw SystemError("mkdir", errno: EEXIST, path: parentPath + "/" + name) }
+        }
+        if mode != 0 {
+            let fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if fd >= 0 {
+                fchmod(fd, mode_t(mode & 0o777))
+                close(fd)
+            }
+        }
+        return try statEntry(parent: parent, parentPath: parentPath, name: name)
+    }
+
+    /// Removes `name` if it is still what was planned against. A directory goes only when empty:
+    /// returns false when it holds something (an edit made here, which wins over the delete).
+    static func remove(parent: Int32, parentPath: String, name: String, expect: FileStat?) throws(SystemError) -> Bool {
+        guard let now = try FileDescriptor.statEntry(parent: parent, parentPath: parentPath, name: name) else { return true }
+        if now.kind == .directory {
+            if unlinkat(parent, name, AT_REMOVEDIR) == 0 { return true }
+            let code = errno
+            if code == ENOTEMPTY || code == EEXIST { return false }
+            throw SystemError("rmdir", errno: code, path: parentPath + "/" + name)
+        }
+        guard sameEntry(now, expect) else { return false }
+        try syscall("unlink", path: parentPath + "/" + name) { unlinkat(parent, name, 0) }
+        return true
+    }
+}
+
+extension FileDescriptor {
+    /// `lstat` of `name` in the directory descriptor `parent`; nil when absent.
+    static func statEntry(parent: Int32, parentPath: String, name: String) throws(SystemError) -> FileStat? {
+        var raw = Glibc.stat()
+        if fstatat(parent, name, &raw, AT_SYMLINK_NOFOLLOW) == 0 { return FileStat(raw) }
+        let code = errno
+        if code == ENOENT || code == ENOTDIR { return nil }
+        throw SystemError("stat", errno: code, path: parentPath + "/" + name)
+    }
+}

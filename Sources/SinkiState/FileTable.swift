@@ -1,0 +1,65 @@
+import SinkiRecord
+import SinkiSupport
+
+/// Queries on the files table.
+extension StateStore {
+    static let fileColumns = "path, kind, present, size, mtime, ctime, inode, mode, sha256, type, tag, synced_sha256, synced_deleted"
+
+    static func readFile(_ row: Statement) -> KnownFile {
+        KnownFile(path: row.text(0), kind: RecordKind(code: row.int64(1)), present: row.bool(2), size: row.int64(3),
+                  mtime: row.int64(4), ctime: row.int64(5), inode: UInt64(bitPattern: row.int64(6)), mode: UInt32(row.int64(7)),
+                  sha256: row.text(8), type: row.text(9), tag: row.int64(10), syncedSHA256: row.optionalText(11),
+                  syncedDeleted: row.bool(12))
+    }
+
+    public func file(_ path: String) throws(SQLiteError) -> KnownFile? {
+        let statement = try database.prepare("SELECT \(Self.fileColumns) FROM files WHERE path = ?")
+        try statement.bind([path])
+        defer { statement.reset() }
+        return try statement.step() ? Self.readFile(statement) : nil
+    }
+
+    public func saveFile(_ file: KnownFile) throws(SQLiteError) {
+        try database.run("""
+            INSERT INTO files(path, kind, present, size, mtime, ctime, inode, mode, sha256, type, tag, synced_sha256, synced_deleted)
+            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(path) DO UPDATE SET kind = excluded.kind, present = excluded.present, size = excluded.size,
+                mtime = excluded.mtime, ctime = excluded.ctime, inode = excluded.inode, mode = excluded.mode,
+                sha256 = excluded.sha256, type = excluded.type, tag = excluded.tag,
+                synced_sha256 = excluded.synced_sha256, synced_deleted = excluded.synced_deleted
+            """, file.path, file.kind.code, file.present, file.size, file.mtime, file.ctime, UInt64(file.inode), file.mode,
+            file.sha256, file.type, file.tag, file.syncedSHA256, file.syncedDeleted)
+    }
+
+    public func removeFile(_ path: String) throws(SQLiteError) {
+        try database.run("DELETE FROM files WHERE path = ?", path)
+    }
+
+    /// Every row at `path` or below it, in path order.
+    public func files(under path: String) throws -> [KnownFile] {
+        var out: [KnownFile] = []
+        // '/' + 1 is '0': the range [path/, path0) holds exactly the paths below `path`.
+        try database.query("SELECT \(Self.fileColumns) FROM files WHERE path = ? OR (path >= ? AND path < ?) ORDER BY path",
+                           path, path + "/", path + "0") { out.append(Self.readFile($0)) }
+        return out
+    }
+
+    /// Rows present on disk at `path` or below, keyed by path (for reconciling a scan).
+    public func presentFiles(under path: String) throws -> [String: KnownFile] {
+        var out: [String: KnownFile] = [:]
+        try database.query("SELECT \(Self.fileColumns) FROM files WHERE present = 1 AND (path = ? OR (path >= ? AND path < ?))",
+                           path, path + "/", path + "0") { row in
+            let file = Self.readFile(row)
+            out[file.path] = file
+        }
+        return out
+    }
+
+    /// Counts of files present, and their bytes, below a root.
+    public func totals(root: String) throws -> (files: Int, bytes: Int64) {
+        var result = (0, Int64(0))
+        try database.query("SELECT count(*), coalesce(sum(size), 0) FROM files WHERE present = 1 AND kind != 1 AND path >= ? AND path < ?",
+                           root + "/", root + "0") { row in result = (row.int(0), row.int64(1)) }
+        return result
+    }
+}

@@ -1,0 +1,106 @@
+import SinkiRecord
+import SinkiSupport
+
+/// One row of the files table: a path as last seen on disk, and as last agreed with the server.
+public struct KnownFile: Sendable, Equatable {
+    public var path: String
+    public var kind: RecordKind
+    /// On disk when last looked at.
+    public var present: Bool
+    public var size: Int64
+    public var mtime: Int64
+    public var ctime: Int64
+    public var inode: UInt64
+    public var mode: UInt32
+    /// Hash of the content last seen on disk; empty for directories and absent paths.
+    public var sha256: String
+    /// The merge type stamped on the record.
+    public var type: String
+    /// changeTag of the last version both sides shared; 0 when never synced.
+    public var tag: Int64
+    /// Content hash of that shared version (nil: never synced).
+    public var syncedSHA256: String?
+    public var syncedDeleted: Bool
+
+    public init(path: String, kind: RecordKind, present: Bool, size: Int64 = 0, mtime: Int64 = 0, ctime: Int64 = 0,
+                inode: UInt64 = 0, mode: UInt32 = 0, sha256: String = "", type: String = "", tag: Int64 = 0,
+                syncedSHA256: String? = nil, syncedDeleted: Bool = false) {
+        self.path = path
+        self.kind = kind
+        self.present = present
+        self.size = size
+        self.mtime = mtime
+        self.ctime = ctime
+        self.inode = inode
+        self.mode = mode
+        self.sha256 = sha256
+        self.type = type
+        self.tag = tag
+        self.syncedSHA256 = syncedSHA256
+        self.syncedDeleted = syncedDeleted
+    }
+
+    /// Whether `stat` shows the same thing this row last saw (content need not be read again).
+    /// Directories compare kind and mode only: their mtime moves with every entry added.
+    public func matches(_ stat: FileStat) -> Bool {
+        guard present, kind == KnownFile.kind(of: stat.kind) else { return false }
+        switch kind {
+        case .directory: return mode == stat.mode
+        case .file, .symlink:
+            return size == stat.size && mtime == stat.mtime && inode == stat.inode && mode == stat.mode
+        }
+    }
+
+    /// Whether what is on disk differs from the version last agreed with the server.
+    public var hasLocalChange: Bool {
+        if tag == 0 { return present }
+        if !present { return !syncedDeleted }
+        if syncedDeleted { return true }
+        return syncedSHA256 != sha256
+    }
+
+    /// Takes in what `stat` says (not the hash, which the caller sets when it read the content).
+    public mutating func observe(_ stat: FileStat) {
+        present = true
+        kind = KnownFile.kind(of: stat.kind)
+        size = stat.kind == .directory ? 0 : stat.size
+        mtime = stat.mtime
+        ctime = stat.ctime
+        inode = stat.inode
+        mode = stat.mode
+    }
+
+    public static func kind(of kind: FileStat.Kind) -> RecordKind {
+        switch kind {
+        case .directory: return .directory
+        case .symlink: return .symlink
+        case .file, .special: return .file
+        }
+    }
+
+    /// Records that the server now holds `record` as the shared version.
+    public mutating func agree(with record: Record) {
+        tag = record.changeTag
+        syncedDeleted = record.deleted
+        syncedSHA256 = record.deleted ? nil : record.sha256
+        if !record.deleted { type = record.type }
+    }
+}
+
+extension RecordKind {
+    var code: Int64 {
+        switch self {
+        case .file: return 0
+        case .directory: return 1
+        case .symlink: return 2
+        }
+    }
+
+    init(code: Int64) {
+        switch code {
+        case 1: self = .directory
+        case 2: self = .symlink
+        default: self = .file
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import SinkiSupport
+
+/// A local change waiting for the server to accept it.
+public struct OutboxEntry: Sendable, Equatable {
+    public var path: String
+    public var queuedAt: Int64
+    /// Bumped on every new local change to the path, so an acknowledgement of an older send
+    /// does not clear a newer change.
+    public var generation: Int64
+    public var attempts: Int
+    public var lastError: String?
+}
+
+/// Queries on the outbox table.
+extension StateStore {
+    /// Queues (or re-queues) a local change; returns the entry's new generation.
+    @discardableResult
+    public func enqueue(_ path: String, now: Int64 = Clock.now()) throws(SQLiteError) -> Int64 {
+        try database.run("""
+            INSERT INTO outbox(path, queued_at, generation) VALUES(?, ?, 1)
+            ON CONFLICT(path) DO UPDATE SET generation = generation + 1, attempts = 0, last_error = NULL
+            """, path, now)
+        return try database.scalar("SELECT generation FROM outbox WHERE path = ?", path) ?? 1
+    }
+
+    public func dequeue(_ path: String) throws(SQLiteError) {
+        try database.run("DELETE FROM outbox WHERE path = ?", path)
+    }
+
+    /// Removes the entry only if no newer change was queued since `generation`.
+    public func dequeue(_ path: String, ifGeneration generation: Int64) throws(SQLiteError) {
+        try database.run("DELETE FROM outbox WHERE path = ? AND generation = ?", path, generation)
+    }
+
+    public func outboxEntry(_ path: String) throws(SQLiteError) -> OutboxEntry? {
+        let statement = try database.prepare("SELECT path, queued_at, generation, attempts, last_error FROM outbox WHERE path = ?")
+        try statement.bind([path])
+        defer { statement.reset() }
+        guard try statement.step() else { return nil }
+        return OutboxEntry(path: statement.text(0), queuedAt: statement.int64(1), generation: statement.int64(2),
+                           attempts: statement.int(3), lastError: statement.optionalText(4))
+    }
+
+    /// Entries ready to send, oldest first, skipping `excluding` (already in flight) and entries
+    /// the server refused (they wait for `sinkid retry`).
+    public func outbox(limit: Int, excluding: Set<String>) throws -> [OutboxEntry] {
+        var out: [OutboxEntry] = []
+        try database.query("SELECT path, queued_at, generation, attempts, last_error FROM outbox WHERE last_error IS NULL ORDER BY queued_at, path LIMIT ?",
+                           limit + excluding.count) { row in
+            let path = row.text(0)
+            if excluding.contains(path) { return }
+            if out.count < limit {
+                out.append(OutboxEntry(path: path, queuedAt: row.int64(1), generation: row.int64(2),
+                                       attempts: row.int(3), lastError: row.optionalText(4)))
+            }
+        }
+        return out
+    }
+
+    /// Parks an entry the server refused, with its reason.
+    public func refuse(_ path: String, reason: String) throws(SQLiteError) {
+        try database.run("UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE path = ?", reason, path)
+    }
+
+    public var outboxCount: Int { (try? database.scalar("SELECT count(*) FROM outbox")).map { Int($0) } ?? 0 }
+}

@@ -1,0 +1,331 @@
+import Glibc
+import SinkiLoop
+import SinkiRecord
+import SinkiSupport
+
+/// A remote change that reached the disk (for observers and `sinkid watch`).
+public struct AppliedChange: Sendable, Equatable {
+    /// What happened to the path, in observer terms.
+    public enum Event: String, Sendable {
+        case changed, deleted, merged, conflict
+    }
+    public var path: String
+    public var event: Event
+    /// Where it is on this machine.
+    public var localPath: String
+    public var type: String
+}
+
+/// What applying a page of remote records did.
+public struct ApplyReport: Sendable {
+    public var applied: [AppliedChange] = []
+    /// Remote changes over local edits not yet accepted by the server: for the merge rules.
+    public var conflicts: [Conflict] = []
+    /// Records refused by the safety floor, with why.
+    public var refused: [String] = []
+    /// Records whose content is not inline (an asset, or data left out of the feed): fetch, then
+    /// apply again.
+    public var needContent: [Record] = []
+    public init() {}
+}
+
+/// One planned disk operation of a batch.
+struct PlannedWrite: Sendable {
+    enum Action: Sendable { case write, symlink, mkdir, delete, adopt }
+    var action: Action
+    var record: Record
+    var root: Int
+    var relative: String
+    /// What was at the path when planned (nil: nothing), checked again right before replacing it.
+    var expect: FileStat?
+    var row: KnownFile?
+    /// The observer event to report instead of changed/deleted (a conflict or merge result).
+    var event: AppliedChange.Event?
+}
+
+extension Replica {
+    /// Applies remote records: clean paths are written (temporary file, rename), the batch is made
+    /// durable with one `syncfs`, then recorded in the database together with `token`. Paths with
+    /// a local change the server has not accepted come back as conflicts; nothing is overwritten.
+    public func apply(_ records: [Record], token: String?) throws -> ApplyReport {
+        var report = ApplyReport()
+        var plans: [PlannedWrite] = []
+        var seen = Set<String>()
+        // The feed holds each path once; if a page somehow repeats one, the later version wins.
+        for record in records.reversed() where seen.insert(record.path).inserted {
+            if let plan = try plan(record, into: &report) { plans.append(plan) }
+        }
+        plans.reverse()
+        let results = try execute(plans, report: &report)
+        try store.transaction {
+            for (plan, result) in zip(plans, results) {
+                try record(plan, result: result, report: &report)
+            }
+            if let token { try store.setMeta(MetaKey.feedToken, token) }
+        }
+        return report
+    }
+
+    /// Decides what to do with one record, or files it as refused, conflicting or needing content.
+    private func plan(_ record: Record, into report: inout ApplyReport) throws -> PlannedWrite? {
+        let path: RecordPath
+        do { path = try RecordPath(validating: record.path) } catch {
+            logger.error("refusing remote record: \(error)")
+            report.refused.append(record.path)
+            return nil
+        }
+        guard let (root, relative) = locate(path) else { return nil }
+        var row = try store.file(record.path)
+        if let row, record.changeTag > 0, row.tag >= record.changeTag { return nil }
+        let stat: FileStat?
+        do { stat = try safeRoots[root].stat(relative) } catch {
+            logger.error("refusing remote record \(quoted(record.path)): \(error)")
+            report.refused.append(record.path)
+            return nil
+        }
+        // Something changed on disk that the watcher has not reported yet: take it in first, so
+        // that it counts as the local edit it is.
+        let onDisk = stat.map { $0.kind != .special } ?? false
+        let rowMatches: Bool
+        if let row { rowMatches = row.present ? (stat.map { row.matches($0) } ?? false) : !onDisk } else { rowMatches = !onDisk }
+        if !rowMatches {
+            _ = try absorb([Observation(root: root, relative: relative, path: record.path, stat: onDisk ? stat : nil, known: row)])
+            row = try store.file(record.path)
+        }
+        let pending = try store.outboxEntry(record.path) != nil
+        if pending, let local = row {
+            if sameContent(local, record) {
+                return PlannedWrite(action: .adopt, record: record, root: root, relative: relative, expect: stat, row: local)
+            }
+            report.conflicts.append(Conflict(local: local, remote: record))
+            return nil
+        }
+        if record.deleted {
+            return PlannedWrite(action: .delete, record: record, root: root, relative: relative, expect: stat, row: row)
+        }
+        switch record.kind {
+        case .directory:
+            return PlannedWrite(action: .mkdir, record: record, root: root, relative: relative, expect: stat, row: row)
+        case .symlink, .file:
+            if let row, row.present, stat != nil, row.sha256 == record.sha256, row.kind == record.kind, !record.sha256.isEmpty {
+                // Same content already here (both sides made it): agree without writing.
+                return PlannedWrite(action: .adopt, record: record, root: root, relative: relative, expect: stat, row: row)
+            }
+            if record.data == nil && record.size > 0 {
+                report.needContent.append(record)
+                return nil
+            }
+            return PlannedWrite(action: record.kind == .symlink ? .symlink : .write, record: record, root: root,
+                                relative: relative, expect: stat, row: row)
+        }
+    }
+
+    /// Whether the local row and a remote record hold the same thing.
+    func sameContent(_ local: KnownFile, _ remote: Record) -> Bool {
+        if !local.present { return remote.deleted }
+        if remote.deleted { return false }
+        if local.kind != remote.kind { return false }
+        return local.kind == .directory || local.sha256 == remote.sha256
+    }
+
+    /// The outcome of one planned operation.
+    enum WriteResult: Sendable {
+        case done(FileStat?)
+        /// A directory kept because it still holds something.
+        case kept
+        case failed(String)
+    }
+
+    /// Runs the planned operations (directories first, files on every core, deletes deepest first),
+    /// then one `syncfs` per root touched.
+    func execute(_ plans: [PlannedWrite], report: inout ApplyReport) throws -> [WriteResult] {
+        var results = [WriteResult](repeating: .done(nil), count: plans.count)
+        var parents: [String: FileDescriptor] = [:]
+        var madeDirectories: [(Int, String)] = []
+        func parent(_ plan: PlannedWrite) throws(SafeRootError) -> FileDescriptor {
+            let key = "\(plan.root)/" + (plan.relative.lastIndex(of: "/").map { String(plan.relative[..<$0]) } ?? "")
+            if let open = parents[key] { return open }
+            var made: [String] = []
+            let opened = try safeRoots[plan.root].openParent(of: plan.relative, create: !plan.record.deleted, made: &made)
+            for directory in made { madeDirectories.append((plan.root, directory)) }
+            parents[key] = opened
+            return opened
+        }
+        func name(_ plan: PlannedWrite) -> String {
+            plan.relative.lastIndex(of: "/").map { String(plan.relative[plan.relative.index(after: $0)...]) } ?? plan.relative
+        }
+        let order = plans.indices.sorted { a, b in
+            let left = plans[a], right = plans[b]
+            func rank(_ action: PlannedWrite.Action) -> Int {
+                switch action {
+                case .adopt: return 0
+                case .mkdir: return 1
+                case .write, .symlink: return 2
+                case .delete: return 3
+                }
+            }
+            if rank(left.action) != rank(right.action) { return rank(left.action) < rank(right.action) }
+            if left.action == .delete { return left.relative.utf8.count > right.relative.utf8.count }
+            if left.action == .mkdir { return left.relative.utf8.count < right.relative.utf8.count }
+            return a < b
+        }
+        // Parents are opened here, on this executor; the writes themselves fan out below.
+        struct FileJob: Sendable {
+            var index: Int
+            var parent: Int32
+            var parentPath: String
+            var name: String
+        }
+        var fileJobs: [FileJob] = []
+        var touchedRoots = Set<Int>()
+        for index in order {
+            let plan = plans[index]
+            do throws(SafeRootError) {
+                switch plan.action {
+                case .adopt:
+                    continue
+                case .mkdir:
+                    let directory = try parent(plan)
+                    touchedRoots.insert(plan.root)
+                    do {
+                        results[index] = .done(try DiskWriter.makeDirectory(parent: directory.raw, parentPath: directory.path,
+                                                                           name: name(plan), mode: plan.record.mode))
+                    } catch {
+                        results[index] = .failed("\(error)")
+                    }
+                case .write, .symlink:
+                    let directory = try parent(plan)
+                    touchedRoots.insert(plan.root)
+                    fileJobs.append(FileJob(index: index, parent: directory.raw, parentPath: directory.path, name: name(plan)))
+                case .delete:
+                    guard plan.expect != nil else { continue }
+                    let directory: FileDescriptor
+                    do { directory = try parent(plan) } catch let error where error.errno == ENOENT { continue }
+                    touchedRoots.insert(plan.root)
+                    do {
+                        let removed = try DiskWriter.remove(parent: directory.raw, parentPath: directory.path, name: name(plan),
+                                                            expect: plan.row?.present == true ? plan.expect : nil)
+                        results[index] = removed ? .done(nil) : .kept
+                    } catch {
+                        results[index] = .failed("\(error)")
+                    }
+                }
+            } catch {
+                results[index] = .failed("\(error)")
+            }
+        }
+        let outcomes: [WriteResult] = Blocking.map(fileJobs) { job in
+            let plan = plans[job.index]
+            do {
+                let bytes = try Self.content(of: plan.record)
+                let stat: FileStat
+                if plan.action == .symlink {
+                    stat = try DiskWriter.writeSymlink(parent: job.parent, parentPath: job.parentPath, name: job.name, target: bytes,
+                                                       expect: plan.expect)
+                } else {
+                    stat = try DiskWriter.writeFile(parent: job.parent, parentPath: job.parentPath, name: job.name, bytes: bytes,
+                                                    mode: plan.record.mode, modifiedAt: plan.record.modifiedAt, expect: plan.expect)
+                }
+                return .done(stat)
+            } catch {
+                return .failed("\(error)")
+            }
+        }
+        for (job, outcome) in zip(fileJobs, outcomes) { results[job.index] = outcome }
+        withExtendedLifetime(parents) {}
+        // Durability is paid once per batch, before the database says the batch is here.
+        for root in touchedRoots {
+            do { try safeRoots[root].syncFileSystem() } catch { logger.warning("\(error)") }
+        }
+        try store.transaction {
+            for (root, relative) in madeDirectories {
+                let path = recordPath(root: root, relative: relative)
+                guard try store.file(path) == nil, let stat = try safeRoots[root].stat(relative) else { continue }
+                var row = KnownFile(path: path, kind: .directory, present: true, type: Record.directoryType)
+                row.observe(stat)
+                try store.saveFile(row)
+            }
+        }
+        return results
+    }
+
+    /// The record's content, inflated and checked against its size and hash.
+    static func content(of record: Record) throws -> [UInt8] {
+        let bytes = try Deflate.decompress(record.data ?? Deflate.compress([]), expectedSize: Int(record.size))
+        let digest = Digest.sha256Hex(bytes)
+        guard digest == record.sha256 else {
+            throw ContentMismatch(path: record.path, expected: record.sha256, actual: digest)
+        }
+        return bytes
+    }
+
+    /// Records one operation's outcome in the database (inside the batch transaction).
+    func record(_ plan: PlannedWrite, result: WriteResult, report: inout ApplyReport) throws {
+        let record = plan.record
+        var row = plan.row ?? KnownFile(path: record.path, kind: record.kind, present: false)
+        let localPath = roots[plan.root].path + "/" + plan.relative
+        switch result {
+        case let .failed(reason):
+            // Not applied: the database keeps the old state so the record is tried again when the
+            // path next changes; the feed moves on.
+            logger.error("cannot apply \(quoted(record.path)): \(reason)")
+            report.refused.append(record.path)
+            return
+        case .kept:
+            row.agree(with: record)
+            row.present = true
+            try store.saveFile(row)
+            try store.enqueue(row.path)
+            logger.info("kept \(quoted(localPath)): deleted remotely but it holds files changed here")
+            return
+        case let .done(stat):
+            if plan.action == .adopt {
+                row.agree(with: record)
+                try store.saveFile(row)
+                try store.dequeue(row.path)
+                return
+            }
+            row.kind = record.kind
+            row.type = record.type
+            if record.deleted {
+                row.present = false
+                row.sha256 = ""
+            } else if let stat {
+                row.observe(stat)
+                row.sha256 = record.kind == .directory ? "" : record.sha256
+            }
+            row.agree(with: record)
+            if !row.present && record.deleted && plan.expect == nil && plan.row == nil {
+                // A tombstone for something never here: remember its tag so a later create bases on it.
+                try store.saveFile(row)
+                return
+            }
+            try store.saveFile(row)
+            try store.dequeue(row.path)
+            if record.deleted && plan.expect == nil { return }
+            report.applied.append(AppliedChange(path: record.path, event: plan.event ?? (record.deleted ? .deleted : .changed),
+                                                localPath: localPath, type: record.type))
+        }
+    }
+}
+
+/// Remote content whose hash is not the one its record declares; it is never applied.
+public struct ContentMismatch: Error, Sendable, CustomStringConvertible {
+    public var path: String
+    public var expected: String
+    public var actual: String
+    public var description: String { "content of \(quoted(path)) hashes to \(actual.prefix(16))…, record says \(expected.prefix(16))…" }
+}
+
+extension Replica {
+    /// Indices of records whose content is neither inline nor already here (the feed leaves out the
+    /// content of this device's own records).
+    public func missingContent(_ records: [Record]) throws -> [Int] {
+        var out: [Int] = []
+        for (index, record) in records.enumerated() where !record.deleted && record.kind != .directory && record.data == nil && record.size > 0 && record.asset == nil {
+            if let row = try store.file(record.path), row.present, row.sha256 == record.sha256 { continue }
+            out.append(index)
+        }
+        return out
+    }
+}

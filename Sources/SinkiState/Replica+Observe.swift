@@ -1,0 +1,206 @@
+import Glibc
+import SinkiLoop
+import SinkiRecord
+import SinkiSupport
+import SinkiWatch
+
+/// What a look at the disk found.
+public struct ObserveReport: Sendable, Equatable {
+    /// Paths newly queued as local changes.
+    public var queued = 0
+    /// Entries looked at.
+    public var seen = 0
+    /// Files whose content was read to hash it.
+    public var hashed = 0
+    /// The watch limit (`fs.inotify.max_user_watches`) was reached while walking.
+    public var watchLimitHit = false
+    public init() {}
+}
+
+/// A path as now seen on disk (nil stat: gone), against what the database knew.
+struct Observation {
+    var root: Int
+    var relative: String
+    var path: String
+    var stat: FileStat?
+    var known: KnownFile?
+}
+
+extension Replica {
+    /// Walks `relative` below root `root` (everything when empty), watching each directory before
+    /// listing it, and brings the database in line with what is there. Only files whose size,
+    /// mtime, inode or mode changed are read.
+    public func reconcile(root: Int, under relative: String) throws -> ObserveReport {
+        var report = ObserveReport()
+        let base = relative.isEmpty ? roots[root].name : recordPath(root: root, relative: relative)
+        let watchLimitHit = Flag()
+        let inotify = self.inotify
+        let logger = self.logger
+        let walker = TreeWalker(beforeListing: { directory, rel in
+            guard let inotify else { return }
+            do {
+                try inotify.watch(directory, root: root, relative: rel)
+            } catch let error as SystemError where error.errno == ENOSPC {
+                watchLimitHit.value = true
+            } catch {
+                logger.warning("cannot watch \(directory.path): \(error)")
+            }
+        })
+        let walk: WalkReport
+        do throws(SystemError) {
+            walk = try walker.walk(root: try safeRoots[root].descriptor(), relative: relative)
+        } catch {
+            guard error.errno == ENOENT || error.errno == ENOTDIR || error.errno == ELOOP else { throw error }
+            // The directory went away (or became something else) before we got there.
+            return try check(root: root, paths: [relative])
+        }
+        for line in walk.errors { logger.warning(line) }
+        for name in walk.invalidNames { noteSkipped(root: root, relative: name, why: "its name is not valid UTF-8") }
+        for name in walk.special { noteSkipped(root: root, relative: name, why: "it is a fifo, socket or device") }
+
+        var known = try store.presentFiles(under: base)
+        var observations: [Observation] = []
+        observations.reserveCapacity(walk.entries.count)
+        if !relative.isEmpty, let top = try safeRoots[root].stat(relative) {
+            // The walked directory itself is an entry too.
+            observations.append(Observation(root: root, relative: relative, path: base, stat: top, known: known.removeValue(forKey: base)))
+        }
+        for entry in walk.entries {
+            let path = recordPath(root: root, relative: entry.relative)
+            if (try? RecordPath(validating: path)) == nil {
+                noteSkipped(root: root, relative: entry.relative, why: "its name cannot be a record path")
+                continue
+            }
+            let row = known.removeValue(forKey: path)
+            if let row, row.matches(entry.stat) { continue }
+            observations.append(Observation(root: root, relative: entry.relative, path: path, stat: entry.stat, known: row))
+        }
+        // Whatever the database had below here and the walk did not find is gone.
+        for (path, row) in known {
+            let relativePath = String(path.dropFirst(roots[root].name.count + 1))
+            observations.append(Observation(root: root, relative: relativePath, path: path, stat: nil, known: row))
+        }
+        report = try absorb(observations)
+        report.seen = walk.entries.count
+        report.watchLimitHit = watchLimitHit.value
+        return report
+    }
+
+    /// Looks again at specific paths (from the watcher). A directory that is new here is walked.
+    public func check(root: Int, paths: [String]) throws -> ObserveReport {
+        var observations: [Observation] = []
+        var walks: [String] = []
+        for relative in Set(paths) {
+            if relative.isEmpty { walks.append(""); continue }
+            let path = recordPath(root: root, relative: relative)
+            if (try? RecordPath(validating: path)) == nil { continue }
+            let stat: FileStat?
+            do { stat = try safeRoots[root].stat(relative) } catch {
+                if case .symlinkInPath = error { stat = nil } else { throw error }
+            }
+            let row = try store.file(path)
+            if let stat {
+                if stat.kind == .special {
+                    noteSkipped(root: root, relative: relative, why: "it is a fifo, socket or device")
+                    if row?.present == true { observations.append(Observation(root: root, relative: relative, path: path, stat: nil, known: row)) }
+                    continue
+                }
+                if stat.kind == .directory && (row == nil || row?.kind != .directory || row?.present != true || !(inotify?.isWatched(root: root, relative: relative) ?? true)) {
+                    walks.append(relative)
+                    continue
+                }
+                if let row, row.matches(stat) { continue }
+                observations.append(Observation(root: root, relative: relative, path: path, stat: stat, known: row))
+            } else {
+                guard let row, row.present || row.kind == .directory else { continue }
+                // Gone: so is everything the database had below it.
+                for below in try store.files(under: path) where below.present {
+                    let rel = String(below.path.dropFirst(roots[root].name.count + 1))
+                    observations.append(Observation(root: root, relative: rel, path: below.path, stat: nil, known: below))
+                }
+            }
+        }
+        var report = try absorb(observations)
+        for relative in walks {
+            let walked = try reconcile(root: root, under: relative)
+            report.queued += walked.queued
+            report.seen += walked.seen
+            report.hashed += walked.hashed
+            report.watchLimitHit = report.watchLimitHit || walked.watchLimitHit
+        }
+        return report
+    }
+
+    func noteSkipped(root: Int, relative: String, why: String) {
+        let key = recordPath(root: root, relative: relative)
+        if skipped.insert(key).inserted {
+            logger.warning("skipping \(quoted(roots[root].path + "/" + relative)): \(why)")
+        }
+    }
+
+    /// Hashes what needs it (on every core), then records all observations in one transaction.
+    func absorb(_ observations: [Observation]) throws -> ObserveReport {
+        var report = ObserveReport()
+        if observations.isEmpty { return report }
+        let toHash = observations.indices.filter { observations[$0].stat.map { $0.kind != .directory } ?? false }
+        let safeRoots = self.safeRoots
+        let jobs = toHash.map { (observations[$0].root, observations[$0].relative) }
+        let contents: [Result<FileContent, SafeRootError>] = Blocking.map(jobs) { job in
+            Result { () throws(SafeRootError) in try ContentReader.read(safeRoots[job.0], job.1, keepBytes: false) }
+        }
+        report.hashed = contents.count
+        var hashes: [Int: FileContent] = [:]
+        for (offset, index) in toHash.enumerated() {
+            switch contents[offset] {
+            case let .success(content): hashes[index] = content
+            case let .failure(error):
+                if error.errno != ENOENT { logger.warning("cannot read \(error)") }
+            }
+        }
+        let now = Clock.now()
+        try store.transaction {
+            // Deepest first, so a directory's tombstone follows those of its contents.
+            for index in observations.indices.sorted(by: { observations[$0].path.utf8.count > observations[$1].path.utf8.count }) {
+                let observation = observations[index]
+                var row = observation.known ?? KnownFile(path: observation.path, kind: .file, present: false)
+                if let stat = observation.stat {
+                    if stat.kind == .directory {
+                        row.observe(stat)
+                        row.sha256 = ""
+                        if row.type.isEmpty || row.type != Record.directoryType { row.type = Record.directoryType }
+                    } else if let content = hashes[index] {
+                        if content.unstable { unstable.append((observation.root, observation.relative)) }
+                        row.observe(content.stat)
+                        row.sha256 = content.sha256
+                        row.type = stat.kind == .symlink ? Record.symlinkType : typeFor(observation.path)
+                    } else {
+                        continue // vanished while we read it; its delete event follows
+                    }
+                } else {
+                    if !row.present && observation.known == nil { continue }
+                    row.present = false
+                    row.sha256 = ""
+                }
+                if row.tag == 0 && !row.present {
+                    // Born and gone before the server ever saw it.
+                    try store.removeFile(row.path)
+                    try store.dequeue(row.path)
+                    continue
+                }
+                try store.saveFile(row)
+                if row.hasLocalChange {
+                    try store.enqueue(row.path, now: now)
+                    report.queued += 1
+                } else {
+                    try store.dequeue(row.path)
+                }
+            }
+        }
+        return report
+    }
+}
+
+/// A flag a non-escaping walk callback can set (closures may not capture a mutable local).
+final class Flag {
+    var value = false
+}

@@ -1,0 +1,144 @@
+import Glibc
+import SinkiLoop
+import SinkiRecord
+import SinkiSupport
+
+/// A record on its way to the server, with the outbox generation it was built from.
+public struct Outgoing: Sendable, Equatable {
+    public var record: Record
+    public var generation: Int64
+}
+
+/// What the server's answer to a push left to do.
+public struct AcknowledgeReport: Sendable {
+    public var saved = 0
+    /// Pushes the server refused as stale: merge them like remote changes.
+    public var conflicts: [Conflict] = []
+    public var refused: [String] = []
+    public init() {}
+}
+
+extension Replica {
+    /// Builds the next batch to push from the outbox: at most `limit` records and about `maxBytes`
+    /// of content, reading each file as it is now (a file that changed since it was hashed is sent
+    /// as it is now). Paths in `excluding` are in flight already.
+    public func nextBatch(limit: Int, maxBytes: Int, excluding: Set<String>) throws -> [Outgoing] {
+        let entries = try store.outbox(limit: limit, excluding: excluding)
+        if entries.isEmpty { return [] }
+        struct Job: Sendable {
+            var entry: OutboxEntry
+            var row: KnownFile
+            var root: Int
+            var relative: String
+        }
+        var jobs: [Job] = []
+        for entry in entries {
+            guard let row = try store.file(entry.path), let path = try? RecordPath(validating: entry.path),
+                  let (root, relative) = locate(path), row.hasLocalChange else {
+                try store.dequeue(entry.path)
+                continue
+            }
+            jobs.append(Job(entry: entry, row: row, root: root, relative: relative))
+        }
+        let safeRoots = self.safeRoots
+        let device = self.device
+        // Reading and compressing is the costly part of a push: do it on every core.
+        let built: [Result<(Record, FileContent?), SafeRootError>] = Blocking.map(jobs) { job in
+            Result { () throws(SafeRootError) in
+                var record = Record(path: job.entry.path, type: job.row.type.isEmpty ? Record.defaultType : job.row.type,
+                                    baseTag: job.row.tag, mode: job.row.mode, modifiedAt: job.row.mtime, device: device)
+                if !job.row.present {
+                    record.deleted = true
+                    record.mode = 0
+                    return (record, nil)
+                }
+                if job.row.kind == .directory {
+                    record.type = Record.directoryType
+                    return (record, nil)
+                }
+                let content = try ContentReader.read(safeRoots[job.root], job.relative, keepBytes: true)
+                let bytes = content.bytes ?? []
+                record.data = Deflate.compress(bytes)
+                record.size = Int64(bytes.count)
+                record.sha256 = content.sha256
+                record.mode = content.stat.mode
+                record.modifiedAt = content.stat.mtime
+                if content.stat.kind == .symlink { record.type = Record.symlinkType }
+                return (record, content)
+            }
+        }
+        var out: [Outgoing] = []
+        var bytes = 0
+        try store.transaction {
+            for (job, result) in zip(jobs, built) {
+                switch result {
+                case let .success((record, content)):
+                    if let content, !content.sha256.isEmpty, content.sha256 != job.row.sha256 || !job.row.matches(content.stat) {
+                        // Changed since it was hashed: the database follows what is being sent.
+                        var row = job.row
+                        row.observe(content.stat)
+                        row.sha256 = content.sha256
+                        try store.saveFile(row)
+                    }
+                    if content?.unstable == true { unstable.append((job.root, job.relative)) }
+                    if !out.isEmpty && bytes + (record.data?.count ?? 0) > maxBytes { continue }
+                    bytes += record.data?.count ?? 0
+                    out.append(Outgoing(record: record, generation: job.entry.generation))
+                case let .failure(error):
+                    if error.errno == ENOENT {
+                        // Deleted since it was queued: its delete event brings it back as a tombstone.
+                        continue
+                    }
+                    logger.warning("cannot read \(error); will retry")
+                }
+            }
+        }
+        // Tombstones deepest first so a directory's follows its contents'; saves parents first.
+        return out.sorted { a, b in
+            if a.record.deleted != b.record.deleted { return !a.record.deleted }
+            if a.record.deleted { return a.record.path.utf8.count > b.record.path.utf8.count }
+            return a.record.path < b.record.path
+        }
+    }
+
+    /// Takes in the server's answer to a push.
+    public func acknowledge(_ sent: [Outgoing], _ results: [ModifyResult]) throws -> AcknowledgeReport {
+        var report = AcknowledgeReport()
+        guard results.count == sent.count else {
+            logger.error("server answered \(results.count) results for \(sent.count) records; will push again")
+            return report
+        }
+        try store.transaction {
+            for (outgoing, result) in zip(sent, results) {
+                let path = outgoing.record.path
+                guard var row = try store.file(path) else { continue }
+                switch result.status {
+                case .saved:
+                    var saved = outgoing.record
+                    saved.changeTag = result.record?.changeTag ?? 0
+                    guard saved.changeTag > 0 else {
+                        logger.error("server saved \(quoted(path)) without a changeTag; will push again")
+                        continue
+                    }
+                    row.agree(with: saved)
+                    try store.saveFile(row)
+                    if row.hasLocalChange {
+                        // Changed again while in flight: the newer change stays queued.
+                        continue
+                    }
+                    try store.dequeue(path, ifGeneration: outgoing.generation)
+                    report.saved += 1
+                case .conflict:
+                    guard let remote = result.record else { continue }
+                    report.conflicts.append(Conflict(local: row, remote: remote))
+                case .refused:
+                    let reason = result.problem?.description ?? "refused"
+                    logger.error("server refused \(quoted(path)): \(reason)")
+                    try store.refuse(path, reason: reason)
+                    report.refused.append(path)
+                }
+            }
+        }
+        return report
+    }
+}

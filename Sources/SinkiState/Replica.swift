@@ -1,0 +1,102 @@
+import Glibc
+import SinkiLoop
+import SinkiRecord
+import SinkiSupport
+import SinkiWatch
+
+/// A synced folder: its name (the first component of its record paths) and where it is on disk.
+public struct RootSpec: Sendable, Equatable {
+    public var name: String
+    public var path: String
+    public init(name: String, path: String) {
+        self.name = name
+        self.path = path
+    }
+}
+
+/// A path changed on this machine since the last version both sides shared, while another version
+/// came from the server.
+public struct Conflict: Sendable, Equatable {
+    public var local: KnownFile
+    public var remote: Record
+}
+
+/// The local copy of every synced root: the disk and the state database, kept in step.
+///
+/// Everything here blocks (SQLite, hashing, file writes), so the actor runs on its own serial
+/// queue, off the event loop. Being serial is also what keeps a remote write and the local check
+/// of the same path from interleaving: the watcher's look at a file the replica just wrote runs
+/// after the write is recorded, so the agent's own writes never echo back as changes.
+public actor Replica {
+    private let executor = QueueExecutor(label: "sinki-replica")
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    let store: StateStore
+    public nonisolated let roots: [RootSpec]
+    let safeRoots: [SafeRoot]
+    let rootIndex: [String: Int]
+    let device: String
+    let inotify: Inotify?
+    let logger: Logger
+    /// The merge type stamped on a file's record, chosen by its path (merge rules, issue 5).
+    let typeFor: @Sendable (String) -> String
+    /// Paths that changed while being read; the agent looks at them again after a delay.
+    var unstable: [(root: Int, relative: String)] = []
+    /// Local names that cannot be record paths (invalid UTF-8, a backslash), and special files.
+    public internal(set) var skipped: Set<String> = []
+
+    public init(statePath: String, roots: [RootSpec], device: String, inotify: Inotify?, logger: Logger,
+                typeFor: @escaping @Sendable (String) -> String = { _ in Record.defaultType }) throws {
+        store = try StateStore(path: statePath)
+        self.roots = roots
+        var opened: [SafeRoot] = []
+        for root in roots { opened.append(try SafeRoot(path: root.path)) }
+        safeRoots = opened
+        rootIndex = Dictionary(uniqueKeysWithValues: roots.enumerated().map { ($1.name, $0) })
+        self.device = device
+        self.inotify = inotify
+        self.logger = logger
+        self.typeFor = typeFor
+    }
+
+    // MARK: small facts
+
+    public func feedToken(server: String) throws -> String? {
+        guard try store.meta(MetaKey.feedServer) == server else { return nil }
+        return try store.meta(MetaKey.feedToken)
+    }
+
+    /// Forgets the feed position (the server no longer knows the token); the next pull starts over.
+    public func resetFeed() throws {
+        try store.setMeta(MetaKey.feedToken, nil)
+    }
+
+    public func bindServer(_ server: String) throws {
+        if try store.meta(MetaKey.feedServer) != server {
+            try store.transaction {
+                try store.setMeta(MetaKey.feedServer, server)
+                try store.setMeta(MetaKey.feedToken, nil)
+            }
+        }
+    }
+
+    public var pendingCount: Int { store.outboxCount }
+
+    public func knownFile(_ path: String) throws -> KnownFile? { try store.file(path) }
+
+    public func outboxEntry(_ path: String) throws -> OutboxEntry? { try store.outboxEntry(path) }
+
+    /// Paths that changed while being read since the last call.
+    public func takeUnstable() -> [(root: Int, relative: String)] {
+        defer { unstable.removeAll() }
+        return unstable
+    }
+
+    func recordPath(root: Int, relative: String) -> String { roots[root].name + "/" + relative }
+
+    /// Splits a record path into its root index and relative path; nil for roots not synced here.
+    func locate(_ path: RecordPath) -> (root: Int, relative: String)? {
+        guard let index = rootIndex[path.root] else { return nil }
+        return (index, path.relative)
+    }
+}

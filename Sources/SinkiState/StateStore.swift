@@ -1,0 +1,75 @@
+import SinkiSupport
+
+/// The agent's SQLite database (design §4): known files, the outbox, and small facts such as the
+/// change-feed token. Not Sendable: it belongs to the replica's executor.
+public final class StateStore {
+    public let database: SQLiteDatabase
+    public let path: String
+
+    static let schemaVersion = 1
+
+    public init(path: String) throws(SQLiteError) {
+        self.path = path
+        database = try SQLiteDatabase(path: path)
+        try migrate()
+    }
+
+    private func migrate() throws(SQLiteError) {
+        let version = database.userVersion
+        if version >= Self.schemaVersion { return }
+        // Each file row holds two views of a path: what was last seen on disk (present, size, mtime,
+        // inode, sha256) and the last version both this agent and the server agreed on (tag,
+        // synced_*). A pending local change is a row whose two views differ, listed in outbox.
+        try database.execute("""
+            CREATE TABLE IF NOT EXISTS files(
+                path TEXT PRIMARY KEY,
+                kind INTEGER NOT NULL,
+                present INTEGER NOT NULL,
+                size INTEGER NOT NULL DEFAULT 0,
+                mtime INTEGER NOT NULL DEFAULT 0,
+                ctime INTEGER NOT NULL DEFAULT 0,
+                inode INTEGER NOT NULL DEFAULT 0,
+                mode INTEGER NOT NULL DEFAULT 0,
+                sha256 TEXT NOT NULL DEFAULT '',
+                type TEXT NOT NULL DEFAULT '',
+                tag INTEGER NOT NULL DEFAULT 0,
+                synced_sha256 TEXT,
+                synced_deleted INTEGER NOT NULL DEFAULT 0
+            ) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS outbox(
+                path TEXT PRIMARY KEY,
+                queued_at INTEGER NOT NULL,
+                generation INTEGER NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                last_error TEXT
+            ) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+            """)
+        try database.setUserVersion(Self.schemaVersion)
+    }
+
+    public func meta(_ key: String) throws(SQLiteError) -> String? {
+        let statement = try database.prepare("SELECT value FROM meta WHERE key = ?")
+        try statement.bind([key])
+        defer { statement.reset() }
+        return try statement.step() ? statement.text(0) : nil
+    }
+
+    public func setMeta(_ key: String, _ value: String?) throws(SQLiteError) {
+        if let value {
+            try database.run("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", key, value)
+        } else {
+            try database.run("DELETE FROM meta WHERE key = ?", key)
+        }
+    }
+
+    public func transaction<T>(_ body: () throws -> T) throws -> T { try database.transaction(body) }
+}
+
+/// Keys of the meta table.
+public enum MetaKey {
+    /// The change-feed token to resume from.
+    public static let feedToken = "feed.token"
+    /// The server URL the token belongs to; a different server starts the feed over.
+    public static let feedServer = "feed.server"
+}

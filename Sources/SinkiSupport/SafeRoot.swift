@@ -1,0 +1,130 @@
+import CSystemShim
+import Glibc
+
+/// Why a path below a root could not be reached safely.
+public enum SafeRootError: Error, Sendable, CustomStringConvertible {
+    /// A component on the way is a symbolic link (or a `..`): following it could leave the root.
+    case symlinkInPath(String)
+    case system(SystemError)
+
+    public var description: String {
+        switch self {
+        case let .symlinkInPath(path): return "\(path): a symbolic link in the path would lead outside the root; refused"
+        case let .system(error): return error.description
+        }
+    }
+
+    public var errno: Int32? {
+        if case let .system(error) = self { return error.errno }
+        return nil
+    }
+}
+
+/// A synced folder opened once; every file below it is reached relative to this descriptor and
+/// never through a symbolic link, whatever a peer's record or a racing rename says.
+public final class SafeRoot: Sendable {
+    public let path: String
+    public let fd: Int32
+
+    public init(path: String) throws(SystemError) {
+        self.path = path
+        fd = try syscall("open", path: path) { Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+    }
+
+    deinit { close(fd) }
+
+    /// The root as a borrowed FileDescriptor (the SafeRoot keeps ownership).
+    public func descriptor() throws(SystemError) -> FileDescriptor {
+        let copy = try syscall("dup", path: path) { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
+        return FileDescriptor(raw: copy, path: path)
+    }
+
+    /// Flushes the file system holding the root: one call makes a whole batch of writes durable.
+    public func syncFileSystem() throws(SystemError) {
+        try syscall("syncfs", path: path) { sinki_syncfs(fd) }
+    }
+
+    /// Opens `relative` (no `..`, no symlinks anywhere on the way, including the last component).
+    public func open(_ relative: String, flags: Int32, mode: mode_t = 0o644) throws(SafeRootError) -> FileDescriptor {
+        let shown = path + "/" + relative
+        let fd = sinki_openat_beneath(self.fd, relative, flags | O_CLOEXEC | O_NOFOLLOW, mode)
+        if fd >= 0 { return FileDescriptor(raw: fd, path: shown) }
+        let code = Glibc.errno
+        switch code {
+        case ELOOP, EXDEV: throw .symlinkInPath(shown)
+        case ENOSYS: return try walkOpen(relative, flags: flags, mode: mode)
+        default: throw .system(SystemError("open", errno: code, path: shown))
+        }
+    }
+
+    /// Component-by-component fallback for kernels without openat2.
+    private func walkOpen(_ relative: String, flags: Int32, mode: mode_t) throws(SafeRootError) -> FileDescriptor {
+        let components = relative.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        var current: FileDescriptor
+        do { current = try descriptor() } catch { throw .system(error) }
+        for (index, component) in components.enumerated() {
+            if component == ".." || component == "." || component.isEmpty { throw .symlinkInPath(path + "/" + relative) }
+            let last = index == components.count - 1
+            let stepFlags = last ? flags | O_NOFOLLOW : O_RDONLY | O_DIRECTORY | O_NOFOLLOW
+            let fd = openat(current.raw, component, stepFlags | O_CLOEXEC, mode)
+            if fd < 0 {
+                let code = Glibc.errno
+                if code == ELOOP || (code == ENOTDIR && !last) {
+                    if let stat = try? current.statEntry(component), stat.kind == .symlink { throw .symlinkInPath(path + "/" + relative) }
+                }
+                throw .system(SystemError("open", errno: code, path: path + "/" + relative))
+            }
+            current = FileDescriptor(raw: fd, path: path + "/" + components[0...index].joined(separator: "/"))
+        }
+        return current
+    }
+
+    /// Opens the directory holding `relative`; with `create`, makes missing directories on the way
+    /// (mode 0755) and reports each one made, parent first.
+    public func openParent(of relative: String, create: Bool, made: inout [String]) throws(SafeRootError) -> FileDescriptor {
+        guard let slash = relative.lastIndex(of: "/") else {
+            do { return try descriptor() } catch { throw .system(error) }
+        }
+        let parent = String(relative[..<slash])
+        do {
+            return try open(parent, flags: O_RDONLY | O_DIRECTORY)
+        } catch let error where create && error.errno == ENOENT {
+            var built = ""
+            var current: FileDescriptor
+            do { current = try descriptor() } catch { throw .system(error) }
+            for component in parent.split(separator: "/") {
+                built = built.isEmpty ? String(component) : built + "/" + component
+                if mkdirat(current.raw, String(component), 0o755) == 0 {
+                    made.append(built)
+                } else if Glibc.errno != EEXIST {
+                    throw .system(SystemError("mkdir", errno: Glibc.errno, path: path + "/" + built))
+                }
+                let fd = openat(current.raw, String(component), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                if fd < 0 {
+                    let code = Glibc.errno
+                    if code == ELOOP || code == ENOTDIR {
+                        if let stat = try? current.statEntry(String(component)), stat.kind == .symlink {
+                            throw .symlinkInPath(path + "/" + built)
+                        }
+                    }
+                    throw .system(SystemError("open", errno: code, path: path + "/" + built))
+                }
+                current = FileDescriptor(raw: fd, path: path + "/" + built)
+            }
+            return current
+        }
+    }
+
+    /// `lstat` of `relative`; nil when it (or a parent) does not exist.
+    public func stat(_ relative: String) throws(SafeRootError) -> FileStat? {
+        var made: [String] = []
+        let parent: FileDescriptor
+        do {
+            parent = try openParent(of: relative, create: false, made: &made)
+        } catch let error where error.errno == ENOENT || error.errno == ENOTDIR {
+            return nil
+        }
+        let name = relative.lastIndex(of: "/").map { String(relative[relative.index(after: $0)...]) } ?? relative
+        do { return try parent.statEntry(name) } catch { throw .system(error) }
+    }
+}

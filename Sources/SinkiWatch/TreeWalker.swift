@@ -1,0 +1,99 @@
+import Glibc
+import SinkiSupport
+
+/// One entry found on disk by a walk: its path below the root and what lstat says.
+public struct DiskEntry: Sendable, Equatable {
+    /// `/`-separated path below the root; never empty.
+    public var relative: String
+    public var stat: FileStat
+
+    public init(relative: String, stat: FileStat) {
+        self.relative = relative
+        self.stat = stat
+    }
+}
+
+/// What a walk found besides the entries: things it could not or would not sync.
+public struct WalkReport: Sendable {
+    public var entries: [DiskEntry] = []
+    /// Names that are not valid UTF-8, as the bytes of their parent path and name.
+    public var invalidNames: [String] = []
+    /// fifos, sockets and devices (listed in status as skipped).
+    public var special: [String] = []
+    /// Directories that could not be read, with the error.
+    public var errors: [String] = []
+    public init() {}
+}
+
+/// Walks a directory tree with `openat`/`fstatat` relative to directory descriptors, never
+/// following symlinks, so a walk cannot leave its root however the tree changes under it.
+public struct TreeWalker {
+    /// Called for each directory before it is listed (with its open descriptor), so a watch can be
+    /// placed before the listing and nothing created meanwhile is missed.
+    public var beforeListing: ((FileDescriptor, String) -> Void)?
+    /// Whether a path below the root is ignored (it is neither listed nor descended into).
+    public var isIgnored: ((String, Bool) -> Bool)?
+
+    public init(beforeListing: ((FileDescriptor, String) -> Void)? = nil, isIgnored: ((String, Bool) -> Bool)? = nil) {
+        self.beforeListing = beforeListing
+        self.isIgnored = isIgnored
+    }
+
+    /// Walks the directory `relative` below `root` (`""` for the whole root). The starting directory
+    /// itself is not an entry.
+    public func walk(root: FileDescriptor, relative: String) throws(SystemError) -> WalkReport {
+        var report = WalkReport()
+        let start: FileDescriptor
+        if relative.isEmpty {
+            start = root
+        } else {
+            start = try FileDescriptor.open(relative, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW, relativeTo: root,
+                                            displayPath: root.path + "/" + relative)
+        }
+        walkDirectory(start, relative: relative, into: &report)
+        return report
+    }
+
+    private func walkDirectory(_ directory: FileDescriptor, relative: String, into report: inout WalkReport) {
+        beforeListing?(directory, relative)
+        let listing: (names: [String], invalid: [[UInt8]])
+        do {
+            listing = try directory.listDirectory()
+        } catch {
+            report.errors.append("\(error)")
+            return
+        }
+        for bytes in listing.invalid {
+            report.invalidNames.append((relative.isEmpty ? "" : relative + "/") + String(decoding: bytes, as: UTF8.self))
+        }
+        for name in listing.names {
+            if TempNames.isTemporary(name) { continue }
+            let path = relative.isEmpty ? name : relative + "/" + name
+            let stat: FileStat?
+            do { stat = try directory.statEntry(name) } catch {
+                report.errors.append("\(error)")
+                continue
+            }
+            guard let stat else { continue } // removed while we listed
+            if isIgnored?(path, stat.kind == .directory) == true { continue }
+            switch stat.kind {
+            case .special:
+                report.special.append(path)
+            case .file, .symlink:
+                report.entries.append(DiskEntry(relative: path, stat: stat))
+            case .directory:
+                report.entries.append(DiskEntry(relative: path, stat: stat))
+                let child: FileDescriptor
+                do {
+                    child = try FileDescriptor.open(name, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW, relativeTo: directory,
+                                                    displayPath: directory.path + "/" + name)
+                } catch {
+                    // Replaced by something else since the stat: its own event brings it back.
+                    if error.errno != ENOENT && error.errno != ENOTDIR && error.errno != ELOOP { report.errors.append("\(error)") }
+                    continue
+                }
+                walkDirectory(child, relative: path, into: &report)
+            }
+        }
+    }
+}

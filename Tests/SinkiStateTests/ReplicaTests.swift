@@ -1,0 +1,262 @@
+import Foundation
+import SinkiRecord
+import SinkiSupport
+import SinkiTestSupport
+import Testing
+@testable import SinkiState
+
+/// A replica over a real temporary folder, with a helper to write files in it.
+struct Fixture {
+    let directory = TemporaryDirectory("sinki-replica")
+    let root: String
+    let replica: Replica
+
+    init(device: String = "here") throws {
+        root = directory.child("Saves")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        replica = try Replica(statePath: directory.child("state.db"), roots: [RootSpec(name: "Saves", path: root)],
+                              device: device, inotify: nil, logger: Logger(label: "test", level: .error))
+    }
+
+    func write(_ relative: String, _ text: String) throws {
+        let url = URL(fileURLWithPath: root + "/" + relative)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data(text.utf8).write(to: url)
+    }
+
+    func read(_ relative: String) -> String? {
+        (try? Data(contentsOf: URL(fileURLWithPath: root + "/" + relative))).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    func exists(_ relative: String) -> Bool { FileManager.default.fileExists(atPath: root + "/" + relative) }
+
+    func names(_ relative: String = "") -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: root + "/" + relative)) ?? []).sorted()
+    }
+}
+
+/// A remote record for `path` holding `text`.
+func remote(_ path: String, _ text: String, tag: Int64, mode: UInt32 = 0o640, device: String = "there") -> Record {
+    let bytes = Array(text.utf8)
+    return Record(path: path, data: Deflate.compress(bytes), changeTag: tag, size: Int64(bytes.count),
+                  sha256: Digest.sha256Hex(bytes), mode: mode, modifiedAt: 1_700_000_000_123_456_789, device: device)
+}
+
+/// Plays the server for a push: every record is saved with the next tag.
+func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
+    batch.map { outgoing in
+        tag += 1
+        var saved = outgoing.record.withoutData
+        saved.changeTag = tag
+        return ModifyResult(path: saved.path, status: .saved, record: saved)
+    }
+}
+
+@Suite struct ReplicaTests {
+    @Test func scanQueuesNewFilesAndARescanReadsNothing() async throws {
+        let fixture = try Fixture()
+        try fixture.write("a.save", "alpha")
+        try fixture.write("dir/b.save", "beta")
+        try FileManager.default.createDirectory(atPath: fixture.root + "/empty", withIntermediateDirectories: true)
+        let first = try await fixture.replica.reconcile(root: 0, under: "")
+        #expect(first.queued == 4) // a.save, dir, dir/b.save, empty
+        #expect(first.hashed == 2)
+        let again = try await fixture.replica.reconcile(root: 0, under: "")
+        #expect(again.queued == 0)
+        #expect(again.hashed == 0)
+        let batch = try await fixture.replica.nextBatch(limit: 100, maxBytes: 1 << 20, excluding: [])
+        #expect(batch.map(\.record.path) == ["Saves/a.save", "Saves/dir", "Saves/dir/b.save", "Saves/empty"])
+        let file = try #require(batch.first)
+        #expect(try Deflate.decompress(try #require(file.record.data), expectedSize: 5) == Array("alpha".utf8))
+        #expect(file.record.sha256 == Digest.sha256Hex(Array("alpha".utf8)))
+        #expect(batch[1].record.type == Record.directoryType)
+    }
+
+    @Test func acknowledgedPushesLeaveTheOutbox() async throws {
+        let fixture = try Fixture()
+        try fixture.write("a.save", "alpha")
+        _ = try await fixture.replica.reconcile(root: 0, under: "")
+        let batch = try await fixture.replica.nextBatch(limit: 100, maxBytes: 1 << 20, excluding: [])
+        var tag: Int64 = 10
+        let report = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
+        #expect(report.saved == 1)
+        #expect(await fixture.replica.pendingCount == 0)
+        #expect(try await fixture.replica.knownFile("Saves/a.save")?.tag == 11)
+    }
+
+    @Test func anEditDuringFlightStaysQueued() async throws {
+        let fixture = try Fixture()
+        try fixture.write("a.save", "one")
+        _ = try await fixture.replica.reconcile(root: 0, under: "")
+        let batch = try await fixture.replica.nextBatch(limit: 100, maxBytes: 1 << 20, excluding: [])
+        try fixture.write("a.save", "two, longer")
+        _ = try await fixture.replica.check(root: 0, paths: ["a.save"])
+        var tag: Int64 = 0
+        _ = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
+        #expect(await fixture.replica.pendingCount == 1)
+        let next = try await fixture.replica.nextBatch(limit: 100, maxBytes: 1 << 20, excluding: [])
+        #expect(next.first?.record.baseTag == 1)
+        #expect(next.first?.record.size == 11)
+    }
+
+    @Test func remoteRecordsLandAtomicallyWithModeAndTime() async throws {
+        let fixture = try Fixture()
+        let records = [remote("Saves/deep/dir/new.save", "from afar", tag: 5),
+                       Record(path: "Saves/emptydir", type: Record.directoryType, changeTag: 6, mode: 0o750),
+                       remote("Saves/empty.txt", "", tag: 7)]
+        let report = try await fixture.replica.apply(records, token: "s.7")
+        #expect(report.refused.isEmpty)
+        #expect(fixture.read("deep/dir/new.save") == "from afar")
+        #expect(fixture.read("empty.txt") == "")
+        let attributes = try FileManager.default.attributesOfItem(atPath: fixture.root + "/deep/dir/new.save")
+        #expect((attributes[.posixPermissions] as? Int) == 0o640)
+        let modified = try #require(attributes[.modificationDate] as? Date)
+        #expect(abs(modified.timeIntervalSince1970 - 1_700_000_000.123) < 0.01)
+        #expect(fixture.names().filter { $0.hasPrefix(".sinki-tmp") }.isEmpty)
+        #expect(try await fixture.replica.feedToken(server: "") == nil)
+        // What was written is known: looking at it again finds no local change (no echo).
+        let check = try await fixture.replica.check(root: 0, paths: ["deep/dir/new.save", "deep", "deep/dir", "emptydir", "empty.txt"])
+        #expect(check.queued == 0)
+        let rescan = try await fixture.replica.reconcile(root: 0, under: "")
+        #expect(rescan.queued == 0)
+        #expect(await fixture.replica.pendingCount == 0)
+    }
+
+    @Test func tokensAreKeptPerServer() async throws {
+        let fixture = try Fixture()
+        try await fixture.replica.bindServer("http://a")
+        _ = try await fixture.replica.apply([], token: "s.3")
+        #expect(try await fixture.replica.feedToken(server: "http://a") == "s.3")
+        try await fixture.replica.bindServer("http://b")
+        #expect(try await fixture.replica.feedToken(server: "http://b") == nil)
+    }
+
+    @Test func aRemoteDeleteRemovesACleanFileAndItsEmptyDirectory() async throws {
+        let fixture = try Fixture()
+        _ = try await fixture.replica.apply([Record(path: "Saves/d", type: Record.directoryType, changeTag: 1),
+                                             remote("Saves/d/x.save", "x", tag: 2)], token: nil)
+        #expect(fixture.read("d/x.save") == "x")
+        let report = try await fixture.replica.apply([Record(path: "Saves/d", deleted: true, changeTag: 4),
+                                                      Record(path: "Saves/d/x.save", deleted: true, changeTag: 3)], token: nil)
+        #expect(report.applied.map(\.event) == [.deleted, .deleted])
+        #expect(!fixture.exists("d"))
+    }
+
+    @Test func aLocalEditAgainstARemoteEditKeepsBoth() async throws {
+        let fixture = try Fixture(device: "laptop")
+        _ = try await fixture.replica.apply([remote("Saves/p.save", "base", tag: 1)], token: nil)
+        try fixture.write("p.save", "local edit")
+        let report = try await fixture.replica.apply([remote("Saves/p.save", "remote edit", tag: 2)], token: nil)
+        #expect(report.conflicts.count == 1)
+        #expect(fixture.read("p.save") == "local edit") // nothing overwritten before the rule runs
+        let resolved = try await fixture.replica.resolveKeepingBoth(report.conflicts)
+        #expect(resolved.applied.map(\.event) == [.conflict])
+        #expect(fixture.read("p.save") == "remote edit")
+        let copies = fixture.names().filter { $0.contains(".sync-conflict-") }
+        #expect(copies.count == 1)
+        let copy = try #require(copies.first)
+        #expect(copy.hasPrefix("p.sync-conflict-") && copy.hasSuffix("-laptop.save"))
+        #expect(fixture.read(copy) == "local edit")
+        // The copy is a new local file to push; the path itself is settled.
+        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        #expect(batch.map(\.record.path) == ["Saves/" + copy])
+    }
+
+    @Test func aLocalEditWinsOverARemoteDelete() async throws {
+        let fixture = try Fixture()
+        _ = try await fixture.replica.apply([remote("Saves/k.save", "v1", tag: 1)], token: nil)
+        try fixture.write("k.save", "edited here")
+        let report = try await fixture.replica.apply([Record(path: "Saves/k.save", deleted: true, changeTag: 2)], token: nil)
+        _ = try await fixture.replica.resolveKeepingBoth(report.conflicts)
+        #expect(fixture.read("k.save") == "edited here")
+        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        #expect(batch.first?.record.baseTag == 2)
+        #expect(batch.first?.record.deleted == false)
+    }
+
+    @Test func aLocalDeleteLosesToARemoteEdit() async throws {
+        let fixture = try Fixture()
+        _ = try await fixture.replica.apply([remote("Saves/k.save", "v1", tag: 1)], token: nil)
+        try FileManager.default.removeItem(atPath: fixture.root + "/k.save")
+        let report = try await fixture.replica.apply([remote("Saves/k.save", "v2", tag: 2)], token: nil)
+        _ = try await fixture.replica.resolveKeepingBoth(report.conflicts)
+        #expect(fixture.read("k.save") == "v2")
+        #expect(await fixture.replica.pendingCount == 0)
+    }
+
+    @Test func sameContentOnBothSidesIsAdoptedWithoutAConflict() async throws {
+        let fixture = try Fixture()
+        try fixture.write("same.save", "identical")
+        _ = try await fixture.replica.reconcile(root: 0, under: "")
+        let report = try await fixture.replica.apply([remote("Saves/same.save", "identical", tag: 9)], token: nil)
+        #expect(report.conflicts.isEmpty)
+        #expect(await fixture.replica.pendingCount == 0)
+        #expect(try await fixture.replica.knownFile("Saves/same.save")?.tag == 9)
+    }
+
+    @Test(arguments: ["../x", "/etc/x", "Saves/../../x", "Saves/a/../../x", "Saves/./x", "Saves\\x", "Saves/a\u{0}b"])
+    func hostilePathsAreRefusedAndNothingIsWritten(_ path: String) async throws {
+        let fixture = try Fixture()
+        var record = remote(path, "pwned", tag: 1)
+        record.path = path
+        let report = try await fixture.replica.apply([record, remote("Saves/fine.save", "ok", tag: 2)], token: nil)
+        #expect(report.refused == [path])
+        #expect(fixture.read("fine.save") == "ok") // the rest of the batch goes on
+        let outside = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path).sorted()
+        #expect(!outside.contains("x"))
+    }
+
+    @Test func aSymlinkedDirectoryPointingOutsideIsNeverWrittenThrough() async throws {
+        let fixture = try Fixture()
+        let elsewhere = fixture.directory.child("elsewhere")
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: fixture.root + "/link", withDestinationPath: elsewhere)
+        let report = try await fixture.replica.apply([remote("Saves/link/x", "pwned", tag: 1),
+                                                      remote("Saves/link/deeper/y", "pwned", tag: 2)], token: nil)
+        #expect(Set(report.refused) == ["Saves/link/x", "Saves/link/deeper/y"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).isEmpty)
+    }
+
+    @Test func contentThatDoesNotMatchItsHashIsNeverApplied() async throws {
+        let fixture = try Fixture()
+        var record = remote("Saves/lie.save", "real", tag: 1)
+        record.sha256 = Digest.sha256Hex(Array("other".utf8))
+        let report = try await fixture.replica.apply([record], token: nil)
+        #expect(report.refused == ["Saves/lie.save"])
+        #expect(!fixture.exists("lie.save"))
+        var bomb = remote("Saves/bomb", String(repeating: "a", count: 10_000), tag: 2)
+        bomb.size = 10
+        let second = try await fixture.replica.apply([bomb], token: nil)
+        #expect(second.refused == ["Saves/bomb"])
+    }
+
+    @Test func echoesOfOwnPushesAreSkipped() async throws {
+        let fixture = try Fixture()
+        try fixture.write("mine.save", "mine")
+        _ = try await fixture.replica.reconcile(root: 0, under: "")
+        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        var tag: Int64 = 0
+        let results = saveAll(batch, from: &tag)
+        _ = try await fixture.replica.acknowledge(batch, results)
+        var echo = try #require(results.first?.record)
+        echo.data = nil
+        let missing = try await fixture.replica.missingContent([echo])
+        #expect(missing.isEmpty)
+        let report = try await fixture.replica.apply([echo], token: "t")
+        #expect(report.applied.isEmpty && report.conflicts.isEmpty && report.needContent.isEmpty)
+    }
+
+    @Test func deletesBecomeTombstonesDeepestFirst() async throws {
+        let fixture = try Fixture()
+        try fixture.write("d/e/f.save", "f")
+        _ = try await fixture.replica.reconcile(root: 0, under: "")
+        var tag: Int64 = 0
+        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        _ = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
+        try FileManager.default.removeItem(atPath: fixture.root + "/d")
+        _ = try await fixture.replica.check(root: 0, paths: ["d"])
+        let deletes = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        #expect(deletes.map(\.record.path) == ["Saves/d/e/f.save", "Saves/d/e", "Saves/d"])
+        #expect(deletes.allSatisfy { $0.record.deleted && $0.record.baseTag > 0 })
+    }
+}
