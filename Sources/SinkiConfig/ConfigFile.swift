@@ -5,17 +5,17 @@ import SinkiSupport
 /// `ConfigFile.load(path:environment:)`; `ConfigFile()` is the configuration of an empty file.
 public struct ConfigFile: Sendable, Equatable {
     public var server = ServerSettings()
-    public var agent = AgentOptions()
+    public var agent = AgentSettings()
     /// `[root NAME]` sections, in file order.
-    public var roots: [Root] = []
+    public var roots: [RootSettings] = []
     public var transfer = TransferSettings()
     public var watch = WatchSettings()
     /// The plain `[merge]` section.
-    public var merge = MergeOptions()
+    public var merge = MergeSettings()
     /// `[merge PATTERNS…]` sections, in file order: the first that matches a path chooses its rule.
     public var mergeSections: [MergeSection] = []
     /// `[observe PATH]` sections, in file order.
-    public var observers: [Observer] = []
+    public var observers: [ObserverSettings] = []
 
     public init() {}
 
@@ -30,7 +30,7 @@ public struct ConfigFile: Sendable, Equatable {
     }
 
     /// The observers to run for a change at `path`, in file order.
-    public func observers(for path: RecordPath) -> [Observer] {
+    public func observers(for path: RecordPath) -> [ObserverSettings] {
         observers.filter { $0.matches(path) }
     }
 }
@@ -87,7 +87,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// `[agent]`: this machine's name and how much it logs.
-public struct AgentOptions: Sendable, Equatable {
+public struct AgentSettings: Sendable, Equatable {
     /// `device`: the name written into records and conflict copies; nil means the host name.
     public var device: String?
     /// `log-level`: debug, info, warning or error (default info).
@@ -100,7 +100,7 @@ public struct AgentOptions: Sendable, Equatable {
 }
 
 /// `[root NAME]`: one synced folder.
-public struct Root: Sendable, Equatable {
+public struct RootSettings: Sendable, Equatable {
     /// The first component of the root's record paths: the section's name, else the folder's base name.
     public var name: String
     /// The folder, absolute and cleaned (`~` expanded, no trailing `/`).
@@ -145,7 +145,7 @@ public struct WatchSettings: Sendable, Equatable {
 }
 
 /// The plain `[merge]` section: settings shared by every merge rule (issue 5).
-public struct MergeOptions: Sendable, Equatable {
+public struct MergeSettings: Sendable, Equatable {
     /// `timeout`: how long a merge or compare command may run.
     public var timeout: Duration = .seconds(60)
     /// `base-cache`: bytes of last-shared versions kept for three-way merges.
@@ -215,7 +215,7 @@ public struct MergeSection: Sendable, Equatable {
 }
 
 /// `[observe PATH]`: a command run for each remote change applied at or below a path (issue 5).
-public struct Observer: Sendable, Equatable {
+public struct ObserverSettings: Sendable, Equatable {
     /// The record path as written; with a trailing `/` it covers everything below (`/` alone: all roots).
     public var path: String
     /// `exec`: run with `%path`, `%event` and `%local` substituted.

@@ -54,14 +54,14 @@ struct RawSection {
     var title: String { "[" + ([name] + arguments).joined(separator: " ") + "]" }
     /// The kind of section for the key tables: the plain `[merge]` differs from `[merge PATTERNS]`.
     var kind: SectionKind? {
-        if name == "merge" { return arguments.isEmpty ? .mergeOptions : .mergeRule }
+        if name == "merge" { return arguments.isEmpty ? .mergeSettings : .mergeRule }
         return SectionKind(rawValue: name)
     }
 }
 
 /// The sections the file may hold, each with its keys.
 enum SectionKind: String, CaseIterable {
-    case server, agent, root, transfer, watch, mergeOptions = "merge", observe
+    case server, agent, root, transfer, watch, mergeSettings = "merge", observe
     case mergeRule = "merge PATTERNS"
 
     var keys: [String] {
@@ -71,7 +71,7 @@ enum SectionKind: String, CaseIterable {
         case .root: return ["path", "ignore"]
         case .transfer: return ["inline-max", "chunk-size", "parallel", "attempts", "max-rate"]
         case .watch: return ["delay", "rescan"]
-        case .mergeOptions: return ["timeout", "base-cache"]
+        case .mergeSettings: return ["timeout", "base-cache"]
         case .mergeRule: return ["rule", "command", "fallback", "keep-loser"]
         case .observe: return ["exec"]
         }
@@ -117,7 +117,7 @@ struct ConfigParser {
             case .root: config.roots.append(try reader.root(after: config.roots))
             case .transfer: config.transfer = try reader.transfer()
             case .watch: config.watch = try reader.watch()
-            case .mergeOptions: config.merge = try reader.mergeOptions()
+            case .mergeSettings: config.merge = try reader.mergeSettings()
             case .mergeRule: config.mergeSections.append(try reader.mergeSection())
             case .observe: config.observers.append(try reader.observer())
             }

@@ -24,9 +24,9 @@ extension SectionReader {
         return server
     }
 
-    func agent() throws(ConfigError) -> AgentOptions {
+    func agent() throws(ConfigError) -> AgentSettings {
         try noArguments()
-        var agent = AgentOptions()
+        var agent = AgentSettings()
         if let device = try string("device") {
             do { agent.device = try Checks.deviceName(device) } catch {
                 throw badValue("device", "bad device name \(quoted(device)): \(error.message)")
@@ -38,7 +38,7 @@ extension SectionReader {
         return agent
     }
 
-    func root(after earlier: [Root]) throws(ConfigError) -> Root {
+    func root(after earlier: [RootSettings]) throws(ConfigError) -> RootSettings {
         guard section.arguments.count <= 1 else {
             throw parser.fail(.badSection, "\(section.title): a root has one name; quote a name with spaces, as in [root \"My Games\"]", line: section.line)
         }
@@ -56,7 +56,7 @@ extension SectionReader {
             }
             ignore.append(pattern)
         }
-        let root = Root(name: name, path: path, ignore: ignore, line: section.line)
+        let root = RootSettings(name: name, path: path, ignore: ignore, line: section.line)
         for other in earlier {
             if let clash = Checks.clash(root, other) {
                 throw parser.fail(.badRoot, "\(clash) (the other root is at line \(other.line ?? 0))", line: section.line)
@@ -93,8 +93,8 @@ extension SectionReader {
         return watch
     }
 
-    func mergeOptions() throws(ConfigError) -> MergeOptions {
-        var merge = MergeOptions()
+    func mergeSettings() throws(ConfigError) -> MergeSettings {
+        var merge = MergeSettings()
         if let value = try duration("timeout", allowZero: false) { merge.timeout = value }
         if let value = try size("base-cache") { merge.baseCache = value }
         return merge
@@ -129,7 +129,7 @@ extension SectionReader {
         return MergeSection(patterns: patterns, policy: policy, line: section.line)
     }
 
-    func observer() throws(ConfigError) -> Observer {
+    func observer() throws(ConfigError) -> ObserverSettings {
         guard section.arguments.count == 1, let path = section.arguments.first else {
             throw parser.fail(.badSection, "\(section.title) needs one path, as in [observe SaveGames/] or [observe SaveGames/player1.save]", line: section.line)
         }
@@ -139,7 +139,7 @@ extension SectionReader {
         guard let exec = try command("exec") else {
             throw parser.fail(.missingKey, "\(section.title) has no exec", line: section.line)
         }
-        return Observer(path: path, exec: exec, line: section.line)
+        return ObserverSettings(path: path, exec: exec, line: section.line)
     }
 }
 
@@ -225,10 +225,10 @@ enum Checks {
     }
 
     /// Why two roots cannot both be synced: one name, one folder, or one folder inside the other.
-    static func clash(_ root: Root, _ other: Root) -> String? {
+    static func clash(_ root: RootSettings, _ other: RootSettings) -> String? {
         if root.name == other.name { return "two roots named \(quoted(root.name)): \(other.path) and \(root.path)" }
         if root.path == other.path { return "roots \(quoted(other.name)) and \(quoted(root.name)) are the same folder \(root.path)" }
-        func inside(_ inner: Root, _ outer: Root) -> Bool { inner.path.hasPrefix(outer.path == "/" ? "/" : outer.path + "/") }
+        func inside(_ inner: RootSettings, _ outer: RootSettings) -> Bool { inner.path.hasPrefix(outer.path == "/" ? "/" : outer.path + "/") }
         if inside(root, other) || inside(other, root) {
             let (inner, outer) = inside(root, other) ? (root, other) : (other, root)
             return "root \(quoted(inner.name)) (\(inner.path)) is inside root \(quoted(outer.name)) (\(outer.path))"

@@ -35,7 +35,7 @@ public struct Overrides: Sendable, Equatable {
 }
 
 /// What the agent runs with: the config file, the flags over it, and every default resolved.
-public struct Settings: Sendable, Equatable {
+public struct ResolvedConfig: Sendable, Equatable {
     /// The config file read, absolute; nil when there was none.
     public var configPath: String?
     /// The state folder, absolute (database, `control.sock`, caches).
@@ -56,13 +56,13 @@ public struct Settings: Sendable, Equatable {
         self.warnings = warnings
     }
 
-    public var roots: [Root] { config.roots }
+    public var roots: [RootSettings] { config.roots }
     public var server: ServerSettings { config.server }
     public var logLevel: LogLevel { config.agent.logLevel }
 
     /// Reads the config file (`configPath(for:environment:)`), applies the flags over it (flags win)
     /// and resolves the defaults. Roots are not required here: `sinkid status` has none.
-    public static func resolve(_ overrides: Overrides, environment: ProcessEnvironment) throws(ConfigError) -> Settings {
+    public static func resolve(_ overrides: Overrides, environment: ProcessEnvironment) throws(ConfigError) -> ResolvedConfig {
         let path = try configPath(for: overrides, environment: environment)
         var config = ConfigFile()
         if let path { config = try ConfigFile.load(path: path, environment: environment, source: overrides.configFile ?? path) }
@@ -98,7 +98,7 @@ public struct Settings: Sendable, Equatable {
                 warnings.append("\(overrides.configFile ?? path ?? "config"):\(observer.line): [observe \(observer.path)] names root \(quoted(root)), which is not synced (\(known))")
             }
         }
-        return Settings(configPath: path, stateDirectory: try stateDirectory(for: overrides, environment: environment),
+        return ResolvedConfig(configPath: path, stateDirectory: try stateDirectory(for: overrides, environment: environment),
                         device: device, config: config, warnings: warnings)
     }
 
@@ -129,12 +129,12 @@ public struct Settings: Sendable, Equatable {
 
     /// `--root` paths as roots: a folder that a `[root]` section names keeps that section's name and
     /// ignore patterns; any other is named by its base name. The same folder twice counts once.
-    private static func flagRoots(_ paths: [String], _ sections: [Root], _ environment: ProcessEnvironment) throws(ConfigError) -> [Root] {
-        var roots: [Root] = []
+    private static func flagRoots(_ paths: [String], _ sections: [RootSettings], _ environment: ProcessEnvironment) throws(ConfigError) -> [RootSettings] {
+        var roots: [RootSettings] = []
         for text in paths {
             let path = try flagPath("--root", text, environment)
             if roots.contains(where: { $0.path == path }) { continue }
-            var root = sections.first { $0.path == path } ?? Root(name: Checks.baseName(path), path: path)
+            var root = sections.first { $0.path == path } ?? RootSettings(name: Checks.baseName(path), path: path)
             root.path = path
             do { try Checks.rootName(root.name) } catch { throw flag("--root", "\(quoted(text)) cannot be a root: its name \(quoted(root.name)) is \(error.message)") }
             for other in roots {

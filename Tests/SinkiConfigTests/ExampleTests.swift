@@ -48,7 +48,7 @@ import Testing
 
         var expected = ConfigFile()
         expected.server = ServerSettings(url: "https://sync.example.net", tokenFile: home + "/.config/sinki/token")
-        expected.roots = [Root(name: "SaveGames", path: home + "/SaveGames", ignore: ["*.tmp", ".cache/", "*~"], line: 5)]
+        expected.roots = [RootSettings(name: "SaveGames", path: home + "/SaveGames", ignore: ["*.tmp", ".cache/", "*~"], line: 5)]
         expected.transfer.inlineMax = 256 * 1024
         expected.transfer.chunkSize = 8 * 1024 * 1024
         expected.transfer.parallel = 4
@@ -61,7 +61,7 @@ import Testing
                 rule: .command, command: CommandTemplate(argv: ["sqlite-merge", "%base", "%local", "%remote", "%out"], executable: bin + "/sqlite-merge"),
                 fallback: .ask), line: 25),
         ]
-        expected.observers = [Observer(path: "SaveGames/", exec: CommandTemplate(argv: ["notify-send", "sinki: %path %event"], executable: bin + "/notify-send"), line: 30)]
+        expected.observers = [ObserverSettings(path: "SaveGames/", exec: CommandTemplate(argv: ["notify-send", "sinki: %path %event"], executable: bin + "/notify-send"), line: 30)]
         #expect(config == expected)
 
         // The parts the agent asks for, through the lookups it uses.
@@ -84,6 +84,6 @@ import Testing
         #expect(!config.observers.isEmpty)
         #expect(config.transfer == TransferSettings())
         #expect(config.watch == WatchSettings())
-        #expect(config.merge == MergeOptions())
+        #expect(config.merge == MergeSettings())
     }
 }

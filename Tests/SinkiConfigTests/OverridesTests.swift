@@ -6,7 +6,7 @@ import Testing
 @Suite struct OverridesTests {
     @Test func noConfigAndNoFlagsGivesTheDefaults() throws {
         let fixture = Fixture()
-        let settings = try Settings.resolve(Overrides(), environment: fixture.environment())
+        let settings = try ResolvedConfig.resolve(Overrides(), environment: fixture.environment())
         #expect(settings.configPath == nil)
         #expect(settings.stateDirectory == fixture.home + "/.local/state/sinki")
         #expect(settings.device == "testhost")
@@ -20,39 +20,39 @@ import Testing
     @Test func configPathComesFromFlagThenXDGThenHome() throws {
         let fixture = Fixture()
         let environment = fixture.environment(["XDG_CONFIG_HOME": fixture.path + "/xdg"])
-        #expect(try Settings.configPath(for: Overrides(), environment: environment) == nil)
+        #expect(try ResolvedConfig.configPath(for: Overrides(), environment: environment) == nil)
 
         let home = fixture.write("[agent]\ndevice = from-home\n", to: fixture.home + "/.config/sinki/sinki.conf")
-        #expect(try Settings.configPath(for: Overrides(), environment: environment) == home)
-        #expect(try Settings.resolve(Overrides(), environment: environment).device == "from-home")
+        #expect(try ResolvedConfig.configPath(for: Overrides(), environment: environment) == home)
+        #expect(try ResolvedConfig.resolve(Overrides(), environment: environment).device == "from-home")
 
         let xdg = fixture.write("[agent]\ndevice = from-xdg\n", to: fixture.path + "/xdg/sinki/sinki.conf")
-        #expect(try Settings.configPath(for: Overrides(), environment: environment) == xdg)
-        #expect(try Settings.resolve(Overrides(), environment: environment).device == "from-xdg")
+        #expect(try ResolvedConfig.configPath(for: Overrides(), environment: environment) == xdg)
+        #expect(try ResolvedConfig.resolve(Overrides(), environment: environment).device == "from-xdg")
 
         let flagged = fixture.write("[agent]\ndevice = from-flag\n", to: fixture.path + "/elsewhere.conf")
         let relative = Overrides(configFile: "../elsewhere.conf")
-        #expect(try Settings.configPath(for: relative, environment: environment) == flagged)
-        #expect(try Settings.resolve(relative, environment: environment).device == "from-flag")
-        #expect(try Settings.resolve(Overrides(configFile: flagged, device: "from-cli"), environment: environment).device == "from-cli")
+        #expect(try ResolvedConfig.configPath(for: relative, environment: environment) == flagged)
+        #expect(try ResolvedConfig.resolve(relative, environment: environment).device == "from-flag")
+        #expect(try ResolvedConfig.resolve(Overrides(configFile: flagged, device: "from-cli"), environment: environment).device == "from-cli")
 
         let missing = Overrides(configFile: "missing.conf")
         #expect(throws: ConfigError(.unreadable, "cannot read: No such file or directory", source: "missing.conf", line: nil)) {
-            try Settings.resolve(missing, environment: environment)
+            try ResolvedConfig.resolve(missing, environment: environment)
         }
     }
 
     @Test func stateDirectoryComesFromFlagThenXDGThenHome() throws {
         let fixture = Fixture()
-        #expect(try Settings.stateDirectory(for: Overrides(), environment: fixture.environment()) == fixture.home + "/.local/state/sinki")
-        #expect(try Settings.stateDirectory(for: Overrides(), environment: fixture.environment(["XDG_STATE_HOME": "/x/state"])) == "/x/state/sinki")
-        #expect(try Settings.stateDirectory(for: Overrides(), environment: fixture.environment(["XDG_STATE_HOME": "relative"]))
+        #expect(try ResolvedConfig.stateDirectory(for: Overrides(), environment: fixture.environment()) == fixture.home + "/.local/state/sinki")
+        #expect(try ResolvedConfig.stateDirectory(for: Overrides(), environment: fixture.environment(["XDG_STATE_HOME": "/x/state"])) == "/x/state/sinki")
+        #expect(try ResolvedConfig.stateDirectory(for: Overrides(), environment: fixture.environment(["XDG_STATE_HOME": "relative"]))
             == fixture.home + "/.local/state/sinki")
-        #expect(try Settings.stateDirectory(for: Overrides(stateDirectory: "agent-b"), environment: fixture.environment(currentDirectory: "/w")) == "/w/agent-b")
-        #expect(try Settings.stateDirectory(for: Overrides(stateDirectory: "~/s"), environment: fixture.environment()) == fixture.home + "/s")
+        #expect(try ResolvedConfig.stateDirectory(for: Overrides(stateDirectory: "agent-b"), environment: fixture.environment(currentDirectory: "/w")) == "/w/agent-b")
+        #expect(try ResolvedConfig.stateDirectory(for: Overrides(stateDirectory: "~/s"), environment: fixture.environment()) == fixture.home + "/s")
         let homeless = ProcessEnvironment(variables: [:], currentDirectory: "/", hostName: "h")
         #expect(throws: ConfigError(.badValue, "no state folder: HOME and XDG_STATE_HOME are not set; pass --state DIR", source: "--state", line: nil)) {
-            try Settings.stateDirectory(for: Overrides(), environment: homeless)
+            try ResolvedConfig.stateDirectory(for: Overrides(), environment: homeless)
         }
     }
 
@@ -69,7 +69,7 @@ import Testing
             [transfer]
             parallel = 2
             """)
-        let fromFile = try Settings.resolve(Overrides(configFile: path), environment: fixture.environment())
+        let fromFile = try ResolvedConfig.resolve(Overrides(configFile: path), environment: fixture.environment())
         #expect(fromFile.server == ServerSettings(url: "https://file.example.net", tokenFile: fixture.home + "/file-token",
                                                   listen: ListenAddress(host: "127.0.0.1", port: 9000)))
         #expect(fromFile.device == "file-device")
@@ -77,7 +77,7 @@ import Testing
 
         let flags = Overrides(configFile: path, server: "http://cli:7071", device: "cli-device", logLevel: "debug",
                               tokenFile: "tok", listen: "0.0.0.0:7071")
-        let settings = try Settings.resolve(flags, environment: fixture.environment(currentDirectory: "/w"))
+        let settings = try ResolvedConfig.resolve(flags, environment: fixture.environment(currentDirectory: "/w"))
         #expect(settings.server == ServerSettings(url: "http://cli:7071", tokenFile: "/w/tok", listen: ListenAddress(host: "0.0.0.0", port: 7071)))
         #expect(settings.device == "cli-device")
         #expect(settings.config.agent.device == "cli-device")
@@ -100,15 +100,15 @@ import Testing
             exec = notify-send %path
             """)
         let environment = fixture.environment(currentDirectory: fixture.home + "/Games")
-        let fileRoots = try Settings.resolve(Overrides(configFile: path), environment: environment)
+        let fileRoots = try ResolvedConfig.resolve(Overrides(configFile: path), environment: environment)
         #expect(fileRoots.roots.map(\.name) == ["Saves", "Documents"])
         #expect(fileRoots.warnings.isEmpty)
 
-        let settings = try Settings.resolve(Overrides(configFile: path, roots: ["SaveGames/", "~/Music", fixture.home + "/Games/SaveGames"]),
+        let settings = try ResolvedConfig.resolve(Overrides(configFile: path, roots: ["SaveGames/", "~/Music", fixture.home + "/Games/SaveGames"]),
                                             environment: environment)
         #expect(settings.roots == [
-            Root(name: "Saves", path: fixture.home + "/Games/SaveGames", ignore: ["*.tmp"], line: 1),
-            Root(name: "Music", path: fixture.home + "/Music"),
+            RootSettings(name: "Saves", path: fixture.home + "/Games/SaveGames", ignore: ["*.tmp"], line: 1),
+            RootSettings(name: "Music", path: fixture.home + "/Music"),
         ])
         #expect(settings.warnings == [
             "\(path):8: [observe Documents/] names root \"Documents\", which is not synced (roots: Music, Saves)",
@@ -120,7 +120,7 @@ import Testing
         let environment = fixture.environment(currentDirectory: "/w")
         func failure(_ overrides: Overrides) -> String? {
             do {
-                _ = try Settings.resolve(overrides, environment: environment)
+                _ = try ResolvedConfig.resolve(overrides, environment: environment)
                 return nil
             } catch {
                 #expect(error.exitCode == .usage)
@@ -144,13 +144,13 @@ import Testing
         let fixture = Fixture()
         let path = fixture.write("[transfer]\nparallel = many\n")
         #expect(throws: ConfigError(.badValue, "bad number \"many\" for parallel: expected a whole number from 1 to 256", source: path, line: 2)) {
-            try Settings.resolve(Overrides(configFile: path), environment: fixture.environment())
+            try ResolvedConfig.resolve(Overrides(configFile: path), environment: fixture.environment())
         }
     }
 
     @Test func hostNameIsTheDefaultDevice() throws {
         let fixture = Fixture()
-        #expect(try Settings.resolve(Overrides(), environment: fixture.environment(hostName: "desk.local")).device == "desk.local")
+        #expect(try ResolvedConfig.resolve(Overrides(), environment: fixture.environment(hostName: "desk.local")).device == "desk.local")
     }
 
     @Test func currentEnvironmentReadsTheProcess() {

@@ -61,10 +61,10 @@ import Testing
             fallback = newest
             """)
         #expect(config.server == ServerSettings(url: "http://10.0.0.2:7071", tokenFile: fixture.home + "/token", listen: ListenAddress(host: "::1", port: 7072)))
-        #expect(config.agent == AgentOptions(device: "Bob's laptop", logLevel: .debug))
+        #expect(config.agent == AgentSettings(device: "Bob's laptop", logLevel: .debug))
         #expect(config.roots == [
-            Root(name: "Documents", path: fixture.home + "/Documents", line: 8),
-            Root(name: "My Games", path: "/srv/games", ignore: ["# literal", "!keep.tmp", "/build/"], line: 10),
+            RootSettings(name: "Documents", path: fixture.home + "/Documents", line: 8),
+            RootSettings(name: "My Games", path: "/srv/games", ignore: ["# literal", "!keep.tmp", "/build/"], line: 10),
         ])
         #expect(config.transfer.inlineMax == 0)
         #expect(config.transfer.chunkSize == 1 << 20)
