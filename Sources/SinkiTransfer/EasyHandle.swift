@@ -56,13 +56,13 @@ final class EasyHandle {
         case file(FileDescriptor)
     }
 
-    struct Limits {
+    struct Settings {
         var userAgent: String
         var maxSendRate: Int64
         var maxReceiveRate: Int64
     }
 
-    init(request: HTTPRequest, sink: HTTPResponseSink, limits: Limits,
+    init(request: HTTPRequest, sink: HTTPResponseSink, settings: Settings,
          progress: ((Int64, Int64) -> Void)?) throws(TransferError) {
         method = request.method.uppercased()
         url = request.url
@@ -99,7 +99,7 @@ final class EasyHandle {
         self.raw = raw
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
-        configure(request, limits: limits)
+        configure(request, settings: settings)
     }
 
     deinit {
@@ -110,7 +110,7 @@ final class EasyHandle {
 
     // MARK: Options
 
-    private func configure(_ request: HTTPRequest, limits: Limits) {
+    private func configure(_ request: HTTPRequest, settings: Settings) {
         let me = Unmanaged.passUnretained(self).toOpaque()
         set(CURLOPT_URL, request.url)
         set(CURLOPT_ERRORBUFFER, UnsafeRawPointer(errorBuffer))
@@ -121,7 +121,7 @@ final class EasyHandle {
         set(CURLOPT_TCP_KEEPIDLE, 60)
         set(CURLOPT_TCP_KEEPINTVL, 30)
         set(CURLOPT_PROTOCOLS_STR, "http,https")
-        set(CURLOPT_USERAGENT, limits.userAgent)
+        set(CURLOPT_USERAGENT, settings.userAgent)
         // libcurl's 16 KiB / 64 KiB buffers are kept: 256 KiB ones measured no faster on loopback, and
         // libcurl 7.88 reads up to 100 buffers per wake-up before it checks the receive rate limit.
         if request.timeout > 0 { set(CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)) }
@@ -130,8 +130,8 @@ final class EasyHandle {
             set(CURLOPT_LOW_SPEED_LIMIT, 1)
             set(CURLOPT_LOW_SPEED_TIME, max(1, Int(request.stallTimeout.rounded(.up))))
         }
-        if limits.maxSendRate > 0 { setLarge(CURLOPT_MAX_SEND_SPEED_LARGE, limits.maxSendRate) }
-        if limits.maxReceiveRate > 0 { setLarge(CURLOPT_MAX_RECV_SPEED_LARGE, limits.maxReceiveRate) }
+        if settings.maxSendRate > 0 { setLarge(CURLOPT_MAX_SEND_SPEED_LARGE, settings.maxSendRate) }
+        if settings.maxReceiveRate > 0 { setLarge(CURLOPT_MAX_RECV_SPEED_LARGE, settings.maxReceiveRate) }
 
         // The method and how the body travels.
         let sendsBody = bodyLength > 0 || ["POST", "PUT", "PATCH"].contains(method)
@@ -166,10 +166,14 @@ final class EasyHandle {
         }
 
         // Headers: the caller's, then ours. `Expect:` off: waiting for `100 Continue` costs a round trip
-        // (or a full second against servers that never send it).
+        // (or a full second against servers that never send it). A POST without a type of the
+        // caller's would otherwise claim `application/x-www-form-urlencoded`.
         var lines = request.headers.map { "\($0.0): \($0.1)" }
         if let token = request.bearerToken { lines.append("Authorization: Bearer \(Self.trimmed(token))") }
-        if sendsBody { lines.append("Expect:") }
+        if sendsBody {
+            lines.append("Expect:")
+            if !request.headers.contains(where: { $0.0.lowercased() == "content-type" }) { lines.append("Content-Type:") }
+        }
         if case .file(_, let offset) = sink, offset > 0 { set(CURLOPT_RANGE, "\(offset)-") }
         for line in lines { headerList = curl_slist_append(headerList, line) }
         if let headerList { set(CURLOPT_HTTPHEADER, UnsafeRawPointer(headerList)) }

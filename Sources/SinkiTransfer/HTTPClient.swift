@@ -56,8 +56,8 @@ public final class HTTPClient {
                      isolation: isolated (any Actor)? = #isolation) async throws(TransferError) -> HTTPResponse {
         loop.checkIsolated()
         if Task.isCancelled { throw .cancelled }
-        let limits = EasyHandle.Limits(userAgent: userAgent, maxSendRate: maxSendRate, maxReceiveRate: maxReceiveRate)
-        let easy = try EasyHandle(request: request, sink: sink, limits: limits, progress: progress)
+        let settings = EasyHandle.Settings(userAgent: userAgent, maxSendRate: maxSendRate, maxReceiveRate: maxReceiveRate)
+        let easy = try EasyHandle(request: request, sink: sink, settings: settings, progress: progress)
         let multi = self.multi
         let canceller = Canceller(loop: loop, multi: multi, easy: easy)
         let result = await withTaskCancellationHandler {
