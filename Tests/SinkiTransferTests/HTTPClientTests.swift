@@ -90,6 +90,35 @@ let fiftyMiB = 50 << 20
         }
     }
 
+    @Test func bodiesWithoutATypeClaimNone() async throws {
+        let peer = try await Peer()
+        let thread = LoopThread()
+        defer { thread.stop() }
+        let agent = LoopClient(loop: thread.loop)
+
+        for method in ["POST", "PUT"] {
+            let response = try await agent.send(HTTPRequest(method: method, url: peer.url("/echo"), body: .bytes(Array("{}".utf8))))
+            let echo = try #require(try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])
+            let names = (echo["headers"] as? [[String]] ?? []).map { $0[0].lowercased() }
+            #expect(!names.contains("content-type"))
+            #expect(!names.contains("expect"))
+            #expect(echo["length"] as? Int == 2)
+        }
+    }
+
+    @Test func hostNamesAreResolvedOnTheLoop() async throws {
+        let peer = try await Peer()
+        let thread = LoopThread()
+        defer { thread.stop() }
+        let agent = LoopClient(loop: thread.loop)
+
+        // libcurl's threaded resolver reports back through a socket the loop watches.
+        let response = try await agent.get("http://localhost:\(peer.port)/hello")
+        #expect(response.body == Array("hello".utf8))
+        #expect(await agent.isIdle)
+        #expect(await agent.activeLoopHandles() == (timers: 0, polls: 0))
+    }
+
     @Test func nonSuccessStatusesAreResponses() async throws {
         let peer = try await Peer()
         let thread = LoopThread()
@@ -295,7 +324,8 @@ let fiftyMiB = 50 << 20
                 return
             }
             #expect(failed == url)
-            #expect(error.description.contains(url))
+            #expect(error.description.hasPrefix("cannot reach \(url): "))
+            #expect(error.description.contains("Connection refused"))
             #expect(error.isTemporary)
         }
         #expect(await agent.isIdle)
@@ -320,6 +350,29 @@ let fiftyMiB = 50 << 20
         let elapsed = seconds(since: start)
         #expect(elapsed >= 0.45 && elapsed < 5)
         #expect(await agent.isIdle)
+    }
+
+    @Test func stalledTransferTimesOut() async throws {
+        let peer = try await Peer()
+        let thread = LoopThread()
+        defer { thread.stop() }
+        let agent = LoopClient(loop: thread.loop)
+
+        let start = SinkiSupport.Clock.monotonic()
+        do {
+            _ = try await agent.send(HTTPRequest(url: peer.url("/hold?seconds=30"), stallTimeout: 1))
+            Issue.record("the held request answered")
+        } catch {
+            guard case .timedOut = error else {
+                Issue.record("expected .timedOut, got \(error)")
+                return
+            }
+            #expect(error.isTemporary)
+        }
+        let elapsed = seconds(since: start)
+        #expect(elapsed >= 0.9 && elapsed < 5)
+        #expect(await agent.isIdle)
+        #expect(await agent.activeLoopHandles() == (timers: 0, polls: 0))
     }
 
     @Test(arguments: [false, true])
