@@ -7,7 +7,8 @@ import SinkiSupport
 ///
 /// libcurl says which sockets to watch (`CURLMOPT_SOCKETFUNCTION`: one `LoopPoll` per socket, freed on
 /// `CURL_POLL_REMOVE`) and when it next needs a call without socket activity
-/// (`CURLMOPT_TIMERFUNCTION`: one `LoopTimer`, dropped when libcurl answers -1). Readiness and timeouts
+/// (`CURLMOPT_TIMERFUNCTION`: one one-shot `LoopTimer`, dropped when libcurl says -1 or when it fired
+/// and libcurl did not ask again). Readiness and timeouts
 /// go back to libcurl through `curl_multi_socket_action`, after which finished transfers are collected
 /// from `curl_multi_info_read`. With nothing in flight libcurl asks for no socket and no timer, so the
 /// loop holds no handle for curl at all: idle costs no wake-up. Connections that finished cleanly stay

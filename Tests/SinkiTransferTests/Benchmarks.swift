@@ -5,7 +5,8 @@ import SinkiTestSupport
 import SinkiTransfer
 import Testing
 
-/// Loopback throughput against the Python peer; the peer, not the client, bounds small requests.
+/// Loopback throughput against the Python peer, which bounds the rates; the client's own cost is the
+/// CPU time of this process (the peer is another process) per request or per megabyte.
 /// Run: `SINKI_BENCH=1 swift test -c release --filter SinkiTransferTests.Benchmarks`.
 @Suite(.serialized, .enabled(if: ProcessInfo.processInfo.environment["SINKI_BENCH"] == "1"))
 struct Benchmarks {
@@ -19,20 +20,24 @@ struct Benchmarks {
 
         let count = 3000
         var start = SinkiSupport.Clock.monotonic()
-        for _ in 0..<count { _ = try await agent.get(url) }
+        let cpuBefore = processCPUSeconds()
+        // The loop runs inside the actor, as the agent's requests do: no hop per request.
+        try await agent.repeatGet(url, count: count)
         let sequential = Double(count) / seconds(since: start)
+        let cpuPerRequest = (processCPUSeconds() - cpuBefore) / Double(count) * 1e6
 
         let streams = 8
         start = SinkiSupport.Clock.monotonic()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<streams {
-                group.addTask { for _ in 0..<(count / streams) { _ = try await agent.get(url) } }
+                group.addTask { try await agent.repeatGet(url, count: count / streams) }
             }
             try await group.waitForAll()
         }
         let parallel = Double(count) / seconds(since: start)
         let connections = try await agent.stats(peer.url("/stats"))["connections"] ?? 0
-        print("bench: small GET, 1 connection: \(Int(sequential)) req/s; \(streams) streams: \(Int(parallel)) req/s; \(connections) connections")
+        print("bench: small GET, 1 connection: \(Int(sequential)) req/s (client CPU \(Int(cpuPerRequest)) µs/request); "
+              + "\(streams) streams: \(Int(parallel)) req/s over \(connections) connections")
     }
 
     @Test(arguments: ["bytes", "file"])
@@ -47,14 +52,16 @@ struct Benchmarks {
         try writeFile(path, bytes)
         let body: HTTPBody = kind == "bytes" ? .bytes(bytes) : .file(path: path, offset: 0, length: Int64(bytes.count))
         var rates: [Double] = []
+        let cpuBefore = processCPUSeconds()
         for _ in 0..<5 {
             let start = SinkiSupport.Clock.monotonic()
             let response = try await agent.send(HTTPRequest(method: "POST", url: peer.url("/echo"), body: body))
             rates.append(Double(bytes.count) / 1e6 / seconds(since: start))
             #expect(response.status == 200)
         }
+        let cpuPerGB = (processCPUSeconds() - cpuBefore) / (5 * Double(bytes.count) / 1e9)
         rates.sort()
-        print("bench: 50 MiB POST (\(kind) body): median \(Int(rates[2])) MB/s, best \(Int(rates[4])) MB/s")
+        print("bench: 50 MiB POST (\(kind) body): median \(Int(rates[2])) MB/s, best \(Int(rates[4])) MB/s, client CPU \(String(format: "%.2f", cpuPerGB)) s/GB")
     }
 
     @Test(arguments: ["memory", "file"])
@@ -66,6 +73,7 @@ struct Benchmarks {
         let agent = LoopClient(loop: thread.loop)
         let size = 50 << 20
         var rates: [Double] = []
+        let cpuBefore = processCPUSeconds()
         for _ in 0..<5 {
             let start = SinkiSupport.Clock.monotonic()
             let target: HTTPResponseSink = sink == "memory" ? .memory(limit: size) : .file(path: directory.child("download"), offset: 0)
@@ -73,7 +81,22 @@ struct Benchmarks {
             rates.append(Double(size) / 1e6 / seconds(since: start))
             #expect(response.status == 200)
         }
+        let cpuPerGB = (processCPUSeconds() - cpuBefore) / (5 * Double(size) / 1e9)
         rates.sort()
-        print("bench: 50 MiB GET to \(sink): median \(Int(rates[2])) MB/s, best \(Int(rates[4])) MB/s")
+        print("bench: 50 MiB GET to \(sink): median \(Int(rates[2])) MB/s, best \(Int(rates[4])) MB/s, client CPU \(String(format: "%.2f", cpuPerGB)) s/GB")
+    }
+}
+
+/// User plus system CPU time of this process so far.
+private func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+extension LoopClient {
+    func repeatGet(_ url: String, count: Int) async throws {
+        for _ in 0..<count { _ = try await client.send(HTTPRequest(url: url)) }
     }
 }
