@@ -1,0 +1,64 @@
+import CCurl
+import SinkiSupport
+
+/// Why a transfer failed. Non-2xx answers are not errors here: they come back as responses.
+public enum TransferError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// No connection could be made: refused, no route, name not resolved.
+    case unreachable(url: String, detail: String)
+    /// The request's `timeout`, `connectTimeout` or `stallTimeout` ran out.
+    case timedOut(url: String, detail: String)
+    /// The connection broke after it was made: reset, closed early, nothing answered.
+    case connectionLost(url: String, detail: String)
+    /// The awaiting task was cancelled; the transfer was removed from libcurl.
+    case cancelled
+    /// The response body was bigger than the memory sink's limit.
+    case tooLarge(url: String, limit: Int)
+    /// Reading the body file or writing the response file failed.
+    case io(SystemError)
+    /// The body file ended before the announced length: it changed while it was being sent.
+    case bodyShrank(path: String, expected: Int64)
+    /// The request could not be built (a header with a line break, a bad body range).
+    case invalidRequest(String)
+    /// The server answered in a way the request cannot use (a `Content-Range` that does not start
+    /// where the download resumes).
+    case badResponse(url: String, detail: String)
+    /// Any other libcurl failure (TLS, malformed URL, ...), with libcurl's code and message.
+    case curl(code: Int, message: String, url: String)
+
+    public var description: String {
+        switch self {
+        case .unreachable(let url, let detail): "cannot reach \(url): \(detail)"
+        case .timedOut(let url, let detail): "timed out: \(url): \(detail)"
+        case .connectionLost(let url, let detail): "connection lost: \(url): \(detail)"
+        case .cancelled: "transfer cancelled"
+        case .tooLarge(let url, let limit): "response from \(url) is larger than the \(limit)-byte limit"
+        case .io(let error): error.description
+        case .bodyShrank(let path, let expected): "\(path) changed while being sent: it is shorter than the \(expected) bytes announced"
+        case .invalidRequest(let detail): "invalid request: \(detail)"
+        case .badResponse(let url, let detail): "unusable response from \(url): \(detail)"
+        case .curl(let code, let message, let url): "\(url): \(message) (libcurl error \(code))"
+        }
+    }
+
+    /// Whether trying again later may succeed (the network or the server, not the request, failed).
+    public var isTemporary: Bool {
+        switch self {
+        case .unreachable, .timedOut, .connectionLost: true
+        default: false
+        }
+    }
+
+    /// Maps a libcurl result; `detail` is libcurl's error buffer, or its generic text when empty.
+    init(code: CURLcode, detail: String, url: String) {
+        switch code {
+        case CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_CONNECT:
+            self = .unreachable(url: url, detail: detail)
+        case CURLE_OPERATION_TIMEDOUT:
+            self = .timedOut(url: url, detail: detail)
+        case CURLE_GOT_NOTHING, CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM:
+            self = .connectionLost(url: url, detail: detail)
+        default:
+            self = .curl(code: Int(code.rawValue), message: detail, url: url)
+        }
+    }
+}
