@@ -15,19 +15,25 @@ func tombstone(_ path: String, baseTag: Int64) -> Record {
     Record(path: path, deleted: true, baseTag: baseTag, device: "laptop")
 }
 
+/// Incompressible test content: xorshift64* seeded from the system generator (a system call per byte
+/// would dominate the tests that make megabytes of it).
 func randomBytes(_ count: Int) -> [UInt8] {
-    var generator = SystemRandomNumberGenerator()
-    var bytes = [UInt8](repeating: 0, count: count)
-    var index = 0
-    while index < count {
-        var word = generator.next()
-        for _ in 0..<min(8, count - index) {
-            bytes[index] = UInt8(truncatingIfNeeded: word)
-            word >>= 8
-            index += 1
+    var state = UInt64.random(in: 1...UInt64.max)
+    return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+        var index = 0
+        while index < count {
+            state ^= state >> 12
+            state ^= state << 25
+            state ^= state >> 27
+            var word = state &* 0x2545_F491_4F6C_DD1D
+            for _ in 0..<min(8, count - index) {
+                buffer[index] = UInt8(truncatingIfNeeded: word)
+                word >>= 8
+                index += 1
+            }
         }
+        initialized = count
     }
-    return bytes
 }
 
 /// Inflates a record's inline data back to its content.
