@@ -95,11 +95,12 @@ public final class SyncServer: Sendable {
         try phase.withLock { (phase: inout Phase) throws(ServerError) in
             guard case .ready = phase else { throw ServerError(.wrongState, "the server was already started") }
             let listener = try Listener.bind(configuration.listen)
+            // libmicrohttpd serves on a duplicate; this one is always ours to close.
+            defer { close(listener.socket) }
             let hub: WaiterHub
             do {
                 hub = try WaiterHub(logger: logger)
             } catch {
-                close(listener.socket)
                 throw ServerError(.cannotStart, "cannot serve on \(configuration.listen): \(error)")
             }
             var router = Router()
@@ -112,7 +113,6 @@ public final class SyncServer: Sendable {
                 try http.start(listenSocket: listener.socket, threads: configuration.threads,
                                connectionTimeout: configuration.connectionTimeoutSeconds, address: configuration.listen)
             } catch {
-                close(listener.socket)
                 hub.shutdown()
                 throw error
             }

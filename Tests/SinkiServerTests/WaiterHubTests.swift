@@ -8,6 +8,7 @@ import Testing
 /// The hub on its own, with fake connections: a counter stands for suspend and resume.
 @Suite struct WaiterHubTests {
     final class FakeConnection: Sendable {
+        let slot = WaiterHub.WakeSlot()
         let suspended = Atomic<Int>(0)
         let resumed = Atomic<Int>(0)
         func suspend() { suspended.add(1, ordering: .relaxed) }
@@ -17,7 +18,7 @@ import Testing
 
     private func park(_ hub: WaiterHub, _ user: String, _ connection: FakeConnection, seconds: Double = 60) -> WaiterHub.ParkResult {
         hub.park(user: user, seen: hub.generation(of: user), deadline: Clock.monotonic() + Int64(seconds * 1e9), socket: -1,
-                 suspend: connection.suspend, resume: connection.resume)
+                 slot: connection.slot, suspend: connection.suspend, resume: connection.resume)
     }
 
     @Test func aCommitResumesTheUsersWaitersOnce() throws {
@@ -25,13 +26,13 @@ import Testing
         defer { hub.shutdown() }
         let alice = [FakeConnection(), FakeConnection()]
         let bob = FakeConnection()
-        let tickets = alice.map { park(hub, "alice", $0) }
+        #expect(alice.map { park(hub, "alice", $0) }.allSatisfy { $0 != .stopping })
         #expect(park(hub, "bob", bob) != .stopping)
         #expect(hub.waitingCount == 3)
         hub.notify(user: "alice")
         #expect(alice.map(\.resumeCount) == [1, 1])
         #expect(bob.resumeCount == 0)
-        for case let .parked(id) in tickets { #expect(hub.wakeReason(id) == .changed) }
+        #expect(alice.allSatisfy { $0.slot.reason == .changed })
         hub.notify(user: "alice")
         #expect(alice.map(\.resumeCount) == [1, 1])
         #expect(hub.waitingCount == 1)
@@ -44,7 +45,7 @@ import Testing
         hub.notify(user: "alice")
         let connection = FakeConnection()
         let result = hub.park(user: "alice", seen: seen, deadline: Clock.monotonic() + 1_000_000_000, socket: -1,
-                              suspend: connection.suspend, resume: connection.resume)
+                              slot: connection.slot, suspend: connection.suspend, resume: connection.resume)
         #expect(result == .changed)
         #expect(connection.suspended.load(ordering: .relaxed) == 0)
         // Another user's commit does not matter.
@@ -58,8 +59,7 @@ import Testing
         let late = FakeConnection()
         let early = FakeConnection()
         let began = Date()
-        guard case let .parked(lateID) = park(hub, "u", late, seconds: 0.4),
-              case let .parked(earlyID) = park(hub, "u", early, seconds: 0.1) else {
+        guard case .parked = park(hub, "u", late, seconds: 0.4), case .parked = park(hub, "u", early, seconds: 0.1) else {
             Issue.record("not parked")
             return
         }
@@ -70,17 +70,16 @@ import Testing
         let lateAt = Date().timeIntervalSince(began)
         #expect(earlyAt >= 0.1 && earlyAt < 0.25, "early waiter resumed after \(earlyAt) s")
         #expect(lateAt >= 0.4 && lateAt < 0.6, "late waiter resumed after \(lateAt) s")
-        #expect(hub.wakeReason(earlyID) == .timeout && hub.wakeReason(lateID) == .timeout)
+        #expect(early.slot.reason == .timeout && late.slot.reason == .timeout)
         #expect(hub.waitingCount == 0)
     }
 
     @Test func shutdownResumesEveryoneAndRefusesNewWaiters() throws {
         let hub = try WaiterHub(logger: testLogger())
         let connections = (0..<10).map { _ in FakeConnection() }
-        let tickets = connections.enumerated().map { park(hub, "user\($0.offset % 3)", $0.element) }
+        for (index, connection) in connections.enumerated() { _ = park(hub, "user\(index % 3)", connection) }
         hub.shutdown()
-        #expect(connections.allSatisfy { $0.resumeCount == 1 })
-        for case let .parked(id) in tickets { #expect(hub.wakeReason(id) == .shutdown) }
+        #expect(connections.allSatisfy { $0.resumeCount == 1 && $0.slot.reason == .shutdown })
         #expect(park(hub, "user0", FakeConnection()) == .stopping)
         hub.shutdown()
     }

@@ -23,7 +23,7 @@ final class RequestContext {
     var refusalHeaders: [(String, String)] = []
     /// Set while the request is parked in the waiter hub.
     var longPoll: LongPoll?
-    var parkTicket: UInt64 = 0
+    let wakeSlot = WaiterHub.WakeSlot()
     /// Counted in the server's set of parked requests until it completes.
     var countedAsParked = false
 }
@@ -64,10 +64,16 @@ final class HTTPServer: Sendable {
 
     // MARK: Starting and stopping
 
-    /// Serves on `listenSocket` (bound and listening; libmicrohttpd owns it from here).
+    /// Serves on a duplicate of `listenSocket` (bound and listening), which libmicrohttpd owns from here;
+    /// the caller closes its own. (Whether libmicrohttpd closes a socket it was given when it fails to
+    /// start is not documented; with a duplicate, nothing is ever closed twice.)
     func start(listenSocket: Int32, threads: Int, connectionTimeout: Int, address: String) throws(ServerError) {
         try running.withLock { (running: inout Running?) throws(ServerError) in
             precondition(running == nil, "bug: HTTPServer started twice")
+            let socket = fcntl(listenSocket, F_DUPFD_CLOEXEC, 0)
+            guard socket >= 0 else {
+                throw ServerError(.cannotStart, "cannot serve on \(address): \(SystemError("dup", errno: errno))")
+            }
             let retained = Unmanaged.passRetained(self)
             let logTarget = UnsafeMutablePointer<sinki_mhd_logger>.allocate(capacity: 1)
             logTarget.initialize(to: sinki_mhd_logger(log: { cls, message in
@@ -77,7 +83,7 @@ final class HTTPServer: Sendable {
             let flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
                 | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue
             let daemon = sinki_mhd_start(
-                flags, listenSocket, UInt32(max(1, threads)), UInt32(max(0, connectionTimeout)), 64 * 1024,
+                flags, socket, UInt32(max(1, threads)), UInt32(max(0, connectionTimeout)), 64 * 1024,
                 { cls, connection, url, method, _, upload, uploadSize, context in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
                     return server.handle(Connection(raw: connection!), url: url, method: method, upload: upload,
@@ -241,7 +247,7 @@ final class HTTPServer: Sendable {
         if let refusal = context.refusal { return answer(context, connection, error: refusal, headers: context.refusalHeaders) }
         if let longPoll = context.longPoll {
             context.longPoll = nil
-            return drive(longPoll, context, connection, woken: hub.wakeReason(context.parkTicket))
+            return drive(longPoll, context, connection, woken: context.wakeSlot.reason)
         }
         guard var request = context.request, let route = context.route else {
             logger.error("bug: request \(context.requestID) finished without a route; closing its connection")
@@ -272,11 +278,10 @@ final class HTTPServer: Sendable {
                     return answer(context, connection, try longPoll.expire())
                 }
                 let result = hub.park(user: longPoll.user, seen: generation, deadline: longPoll.deadline,
-                                      socket: sinki_mhd_connection_fd(connection.raw),
+                                      socket: sinki_mhd_connection_fd(connection.raw), slot: context.wakeSlot,
                                       suspend: connection.suspend, resume: connection.resume)
                 switch result {
-                case let .parked(ticket):
-                    context.parkTicket = ticket
+                case .parked:
                     context.longPoll = longPoll
                     if !context.countedAsParked {
                         context.countedAsParked = true

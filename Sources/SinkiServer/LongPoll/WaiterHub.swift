@@ -29,10 +29,37 @@ final class WaiterHub: Sendable {
         case hangup
         /// The server is stopping.
         case shutdown
+
+        fileprivate var code: UInt8 {
+            switch self {
+            case .changed: return 0
+            case .timeout: return 1
+            case .hangup: return 2
+            case .shutdown: return 3
+            }
+        }
+
+        fileprivate init(code: UInt8) {
+            self = [.changed, .timeout, .hangup, .shutdown][Int(min(code, 3))]
+        }
+    }
+
+    /// Where the hub leaves the reason for a resume, for the request to read when it runs again. Owned
+    /// by the request, so nothing is left behind in the hub if libmicrohttpd closes a resumed connection
+    /// without calling the request again.
+    final class WakeSlot: Sendable {
+        private let value = Atomic<UInt8>(0)
+
+        init() {}
+
+        fileprivate func set(_ reason: WakeReason) { value.store(reason.code, ordering: .releasing) }
+
+        /// The reason of the last resume; `.changed` when the hub has not said.
+        var reason: WakeReason { WakeReason(code: value.load(ordering: .acquiring)) }
     }
 
     enum ParkResult: Equatable {
-        /// Parked; the id comes back to `wakeReason(_:)` once resumed.
+        /// Parked until a resume; the id names the waiter.
         case parked(UInt64)
         /// A commit for the user came in since `seen`: ask the store again.
         case changed
@@ -44,6 +71,7 @@ final class WaiterHub: Sendable {
         let user: String
         let deadline: Int64
         let socket: Int32
+        let slot: WakeSlot
         let resume: @Sendable () -> Void
     }
 
@@ -52,7 +80,6 @@ final class WaiterHub: Sendable {
         var waiters: [UInt64: Waiter] = [:]
         var byUser: [String: Set<UInt64>] = [:]
         var deadlines = DeadlineHeap()
-        var woken: [UInt64: WakeReason] = [:]
         var nextID: UInt64 = 1
         var stopping = false
         var threadDone = false
@@ -92,8 +119,8 @@ final class WaiterHub: Sendable {
 
     /// Parks a request unless the user's generation moved past `seen` or the hub is stopping. `suspend`
     /// runs inside the hub's lock, so that nothing can resume the connection before it is suspended;
-    /// `resume` is called once, later, from any thread.
-    func park(user: String, seen: UInt64, deadline: Int64, socket: Int32,
+    /// `resume` is called once, later, from any thread, after the reason is left in `slot`.
+    func park(user: String, seen: UInt64, deadline: Int64, socket: Int32, slot: WakeSlot,
               suspend: () -> Void, resume: @escaping @Sendable () -> Void) -> ParkResult {
         state.withLock { state in
             if state.stopping { return .stopping }
@@ -101,7 +128,7 @@ final class WaiterHub: Sendable {
             let id = state.nextID
             state.nextID += 1
             suspend()
-            state.waiters[id] = Waiter(user: user, deadline: deadline, socket: socket, resume: resume)
+            state.waiters[id] = Waiter(user: user, deadline: deadline, socket: socket, slot: slot, resume: resume)
             state.byUser[user, default: []].insert(id)
             let earliest = state.deadlines.minimum?.deadline
             state.deadlines.push(deadline: deadline, id: id)
@@ -118,11 +145,6 @@ final class WaiterHub: Sendable {
             if earliest == nil || deadline < earliest! { poke() }
             return .parked(id)
         }
-    }
-
-    /// Why a parked request was resumed; called once by the request when it runs again.
-    func wakeReason(_ id: UInt64) -> WakeReason {
-        state.withLock { $0.woken.removeValue(forKey: id) } ?? .changed
     }
 
     /// A commit saved records for `user`: resume every request of theirs that waits.
@@ -161,7 +183,7 @@ final class WaiterHub: Sendable {
             if !ids.isEmpty { state.byUser[waiter.user] = ids }
         }
         if waiter.socket >= 0 { _ = epoll_ctl(epoll, EPOLL_CTL_DEL, waiter.socket, nil) }
-        state.woken[id] = reason
+        waiter.slot.set(reason)
         waiter.resume()
     }
 
