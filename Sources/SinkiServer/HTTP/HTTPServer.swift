@@ -277,16 +277,18 @@ final class HTTPServer: Sendable {
                 if woken == .timeout || woken == .shutdown || Clock.monotonic() >= longPoll.deadline {
                     return answer(context, connection, try longPoll.expire())
                 }
+                // Counted before it can be parked, so that `stop()`, once it has resumed everything parked,
+                // waits for this answer too.
+                if !context.countedAsParked {
+                    context.countedAsParked = true
+                    parkedRequests.enter()
+                }
                 let result = hub.park(user: longPoll.user, seen: generation, deadline: longPoll.deadline,
                                       socket: sinki_mhd_connection_fd(connection.raw), slot: context.wakeSlot,
                                       suspend: connection.suspend, resume: connection.resume)
                 switch result {
                 case .parked:
                     context.longPoll = longPoll
-                    if !context.countedAsParked {
-                        context.countedAsParked = true
-                        parkedRequests.enter()
-                    }
                     return MHD_Result.YES
                 case .changed:
                     continue
