@@ -82,7 +82,6 @@ final class WaiterHub: Sendable {
         var deadlines = DeadlineHeap()
         var nextID: UInt64 = 1
         var stopping = false
-        var threadDone = false
     }
 
     private let state = Mutex(State())
@@ -196,10 +195,7 @@ final class WaiterHub: Sendable {
         var events = [epoll_event](repeating: epoll_event(), count: 64)
         while true {
             let timeout = state.withLock { state -> Int32? in
-                if state.stopping && state.waiters.isEmpty {
-                    state.threadDone = true
-                    return nil
-                }
+                if state.stopping && state.waiters.isEmpty { return nil }
                 while let top = state.deadlines.minimum, state.waiters[top.id]?.deadline != top.deadline {
                     state.deadlines.popMinimum()
                 }
