@@ -23,6 +23,8 @@ let package = Package(
         .target(name: "CCurlShim", dependencies: ["CCurl"]),
         // Linux calls the Glibc module hides (syncfs, renameat2).
         .target(name: "CSystemShim"),
+        // Typed wrappers for libmicrohttpd's variadic start and connection-info calls.
+        .target(name: "CMicroHTTPDShim", dependencies: ["CMicroHTTPD"]),
 
         .target(name: "SinkiRecord", swiftSettings: strict),
         .target(name: "SinkiSupport", dependencies: ["CSQLite", "CZlib", "CCrypto", "CSystemShim"], swiftSettings: strict),
@@ -32,7 +34,7 @@ let package = Package(
         .target(name: "SinkiState", dependencies: ["CUV", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiSupport", "SinkiWatch"], swiftSettings: strict),
         .target(name: "SinkiMerge", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiConfig", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
-        .target(name: "SinkiServer", dependencies: ["CMicroHTTPD", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiServer", dependencies: ["CMicroHTTPD", "CMicroHTTPDShim", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiAgent", dependencies: ["SinkiConfig", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer", "SinkiWatch"], swiftSettings: strict),
         .target(name: "SinkiCLI", dependencies: ["SinkiAgent", "SinkiConfig", "SinkiServer", "SinkiSupport"], swiftSettings: strict),
         .executableTarget(name: "sinkid", dependencies: ["SinkiCLI"], swiftSettings: strict),
@@ -46,7 +48,7 @@ let package = Package(
         .testTarget(name: "SinkiStateTests", dependencies: ["SinkiState", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiMergeTests", dependencies: ["SinkiMerge"], swiftSettings: strict),
         .testTarget(name: "SinkiConfigTests", dependencies: ["SinkiConfig", "SinkiTestSupport"], swiftSettings: strict),
-        .testTarget(name: "SinkiServerTests", dependencies: ["SinkiServer", "SinkiTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SinkiServerTests", dependencies: ["SinkiServer", "SinkiRecord", "SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiAgentTests", dependencies: ["SinkiAgent", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiCLITests", dependencies: ["SinkiCLI", "SinkiTestSupport"], swiftSettings: strict),
     ],

@@ -1,0 +1,69 @@
+import Glibc
+import SinkiRecord
+import SinkiSupport
+
+/// Maps `Authorization: Bearer TOKEN` to an identity. Without tokens every request is
+/// `ServerIdentity.anonymous`.
+struct Authenticator: Sendable {
+    let tokens: [String: ServerIdentity]?
+
+    func identify(authorization: String?) -> ServerIdentity? {
+        guard let tokens else { return .anonymous }
+        guard let authorization else { return nil }
+        let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        return tokens[String(parts[1].drop(while: { $0 == " " }))]
+    }
+}
+
+/// A tokens file that could not be read or has a bad line: `FILE:LINE: what is wrong`.
+public struct TokenFileError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var file: String
+    /// 0 when the file as a whole is the problem (it cannot be read).
+    public var line: Int
+    public var message: String
+
+    public var description: String { line > 0 ? "\(file):\(line): \(message)" : "\(file): \(message)" }
+}
+
+/// The server's tokens file (`sinkid serve --tokens FILE`): one `TOKEN USER DEVICE` per line, separated
+/// by spaces or tabs; blank lines and lines starting with `#` are skipped. A token may appear once.
+public enum TokenFile {
+    public static func load(path: String) throws(TokenFileError) -> [String: ServerIdentity] {
+        let bytes: [UInt8]
+        do {
+            bytes = try FileDescriptor.open(path, flags: O_RDONLY).readAll()
+        } catch {
+            throw TokenFileError(file: path, line: 0, message: "cannot read: \(error.message)")
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw TokenFileError(file: path, line: 0, message: "is not valid UTF-8")
+        }
+        return try parse(text, file: path)
+    }
+
+    public static func parse(_ text: String, file: String) throws(TokenFileError) -> [String: ServerIdentity] {
+        var tokens: [String: ServerIdentity] = [:]
+        var firstLine: [String: Int] = [:]
+        // "\r\n" is one Character in Swift, so lines split on either ending.
+        let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
+        for (index, line) in lines.enumerated() {
+            let number = index + 1
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
+            if fields.isEmpty || fields[0].hasPrefix("#") { continue }
+            guard fields.count == 3 else {
+                throw TokenFileError(file: file, line: number, message: "expected TOKEN USER DEVICE, found \(fields.count) field\(fields.count == 1 ? "" : "s")")
+            }
+            for field in fields where field.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                throw TokenFileError(file: file, line: number, message: "control character in \(quoted(String(field)))")
+            }
+            let token = String(fields[0])
+            if let earlier = firstLine[token] {
+                throw TokenFileError(file: file, line: number, message: "the token on this line is already given on line \(earlier)")
+            }
+            firstLine[token] = number
+            tokens[token] = ServerIdentity(user: String(fields[1]), device: String(fields[2]))
+        }
+        return tokens
+    }
+}

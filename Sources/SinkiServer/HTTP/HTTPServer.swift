@@ -1,0 +1,395 @@
+import CMicroHTTPD
+import CMicroHTTPDShim
+import Dispatch
+import Glibc
+import SinkiRecord
+import SinkiSupport
+import Synchronization
+
+/// The state of one request between libmicrohttpd's calls. Confined to the worker thread that serves
+/// its connection (libmicrohttpd keeps a connection on one thread of its pool); it crosses into C as
+/// `*con_cls`, retained, and is released exactly once in the completion callback.
+final class RequestContext {
+    var requestID = ""
+    let started = Clock.monotonic()
+    var method = ""
+    var path = ""
+    var request: Request?
+    var route: (any Route)?
+    var policy: BodyPolicy = .none
+    var body: [UInt8] = []
+    /// The answer owed once the client has finished sending (a body over its limit, a refusing sink).
+    var refusal: (any Error)?
+    var refusalHeaders: [(String, String)] = []
+    /// Set while the request is parked in the waiter hub.
+    var longPoll: LongPoll?
+    let wakeSlot = WaiterHub.WakeSlot()
+    /// Counted in the server's set of parked requests until it completes.
+    var countedAsParked = false
+}
+
+/// How the server answers HTTP: libmicrohttpd with its own thread pool (epoll), the router, the
+/// authenticator and the waiter hub.
+///
+/// A request goes through three kinds of calls from libmicrohttpd: the headers (`begin`: request id,
+/// authentication, routing, body policy), zero or more body chunks (`receive`), and the end (`finish`:
+/// the route answers, or parks a long-poll; a resumed long-poll comes back here too).
+final class HTTPServer: Sendable {
+    private let router: Router
+    private let authenticator: Authenticator
+    let hub: WaiterHub
+    private let logger: Logger
+    private let running = Mutex<Running?>(nil)
+    /// Requests libmicrohttpd has presented and not yet completed.
+    private let liveRequests = Atomic<Int>(0)
+    /// Requests that parked at least once and have not completed: `stop()` waits for them to be answered.
+    private let parkedRequests = DispatchGroup()
+
+    private struct Running: @unchecked Sendable {
+        // @unchecked: the daemon pointer and the retained self are only used by `start` and `stop`, under
+        // the `running` lock; libmicrohttpd's own threads reach the server through their callbacks.
+        let daemon: OpaquePointer
+        let retained: Unmanaged<HTTPServer>
+        let logTarget: UnsafeMutablePointer<sinki_mhd_logger>
+    }
+
+    init(router: Router, authenticator: Authenticator, hub: WaiterHub, logger: Logger) {
+        self.router = router
+        self.authenticator = authenticator
+        self.hub = hub
+        self.logger = logger
+    }
+
+    var liveRequestCount: Int { liveRequests.load(ordering: .relaxed) }
+
+    // MARK: Starting and stopping
+
+    /// Serves on a duplicate of `listenSocket` (bound and listening), which libmicrohttpd owns from here;
+    /// the caller closes its own. (Whether libmicrohttpd closes a socket it was given when it fails to
+    /// start is not documented; with a duplicate, nothing is ever closed twice.)
+    func start(listenSocket: Int32, threads: Int, connectionTimeout: Int, address: String) throws(ServerError) {
+        try running.withLock { (running: inout Running?) throws(ServerError) in
+            precondition(running == nil, "bug: HTTPServer started twice")
+            let socket = fcntl(listenSocket, F_DUPFD_CLOEXEC, 0)
+            guard socket >= 0 else {
+                throw ServerError(.cannotStart, "cannot serve on \(address): \(SystemError("dup", errno: errno))")
+            }
+            let retained = Unmanaged.passRetained(self)
+            let logTarget = UnsafeMutablePointer<sinki_mhd_logger>.allocate(capacity: 1)
+            logTarget.initialize(to: sinki_mhd_logger(log: { cls, message in
+                let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                server.logger.warning("microhttpd: \(message.map { String(cString: $0) } ?? "")")
+            }, cls: retained.toOpaque()))
+            let flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
+                | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue
+            let daemon = sinki_mhd_start(
+                flags, socket, UInt32(max(1, threads)), UInt32(max(0, connectionTimeout)), 64 * 1024,
+                { cls, connection, url, method, _, upload, uploadSize, context in
+                    let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    return server.handle(Connection(raw: connection!), url: url, method: method, upload: upload,
+                                         uploadSize: uploadSize!, context: context!)
+                }, retained.toOpaque(),
+                { cls, _, context, termination in
+                    let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    server.completed(context: context, termination: termination)
+                }, retained.toOpaque(),
+                logTarget)
+            guard let daemon else {
+                retained.release()
+                logTarget.deinitialize(count: 1)
+                logTarget.deallocate()
+                throw ServerError(.cannotStart, "cannot serve on \(address): libmicrohttpd did not start (see the log)")
+            }
+            running = Running(daemon: daemon, retained: retained, logTarget: logTarget)
+        }
+    }
+
+    /// Stops taking connections, answers every parked long-poll (waiting up to `grace` seconds for the
+    /// answers to go out), then stops libmicrohttpd, whose threads finish the requests in hand first.
+    func stop(grace: Double) {
+        guard let current = running.withLock({ running -> Running? in
+            defer { running = nil }
+            return running
+        }) else {
+            hub.shutdown()
+            return
+        }
+        let listenSocket = MHD_quiesce_daemon(current.daemon)
+        if listenSocket >= 0 { close(listenSocket) }
+        hub.shutdown()
+        if parkedRequests.wait(timeout: .now() + .milliseconds(Int(grace * 1000))) == .timedOut {
+            logger.warning("stopping: some long-polls were not answered within \(grace) s; closing them")
+        }
+        MHD_stop_daemon(current.daemon)
+        current.retained.release()
+        current.logTarget.deinitialize(count: 1)
+        current.logTarget.deallocate()
+    }
+
+    // MARK: libmicrohttpd's calls
+
+    private func handle(_ connection: Connection, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
+                        upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+                        context slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
+        guard let raw = slot.pointee else {
+            let context = RequestContext()
+            slot.pointee = Unmanaged.passRetained(context).toOpaque()
+            liveRequests.add(1, ordering: .relaxed)
+            context.method = method.map { String(cString: $0) } ?? ""
+            context.path = url.map { String(cString: $0) } ?? ""
+            return begin(context, connection)
+        }
+        let context = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
+        if uploadSize.pointee > 0 {
+            receive(context, UnsafeRawBufferPointer(start: upload, count: uploadSize.pointee))
+            uploadSize.pointee = 0
+            return MHD_Result.YES
+        }
+        return finish(context, connection)
+    }
+
+    private func completed(context slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+                           termination: MHD_RequestTerminationCode) {
+        guard let slot, let raw = slot.pointee else { return }
+        slot.pointee = nil
+        let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
+        liveRequests.subtract(1, ordering: .relaxed)
+        if context.countedAsParked { parkedRequests.leave() }
+        if termination != .REQUEST_TERMINATED_COMPLETED_OK, logger.isEnabled(.debug) {
+            logger.debug("\(context.method) \(context.path) ended early (\(Self.describe(termination))) request \(context.requestID)")
+        }
+    }
+
+    private static func describe(_ code: MHD_RequestTerminationCode) -> String {
+        switch code {
+        case .REQUEST_TERMINATED_WITH_ERROR: return "connection error"
+        case .REQUEST_TERMINATED_TIMEOUT_REACHED: return "timeout"
+        case .REQUEST_TERMINATED_DAEMON_SHUTDOWN: return "server stopping"
+        case .REQUEST_TERMINATED_READ_ERROR: return "client went away"
+        case .REQUEST_TERMINATED_CLIENT_ABORT: return "client aborted"
+        default: return "code \(code.rawValue)"
+        }
+    }
+
+    // MARK: The three steps of a request
+
+    /// The headers are in: name the request, check who sends it, find its route, decide on the body.
+    private func begin(_ context: RequestContext, _ connection: Connection) -> MHD_Result {
+        context.requestID = Self.requestID(from: connection.header("X-Request-Id"))
+        let authorization = connection.header("Authorization")
+        guard let identity = authenticator.identify(authorization: authorization) else {
+            let detail = authorization == nil ? "send Authorization: Bearer TOKEN" : "the bearer token is not one this server knows"
+            return refuse(context, connection, Problem(.unauthorized, detail: detail))
+        }
+        let route: any Route
+        let parameter: String
+        switch router.match(method: context.method, path: context.path) {
+        case let .found(found, foundParameter):
+            route = found
+            parameter = foundParameter
+        case let .wrongMethod(allowed):
+            context.refusalHeaders = [("Allow", allowed.joined(separator: ", "))]
+            return refuse(context, connection,
+                          Problem(.methodNotAllowed, detail: "\(context.path) takes \(allowed.joined(separator: ", ")), not \(context.method)"))
+        case .notFound:
+            return refuse(context, connection, Problem(.notFound, detail: "no route \(context.method) \(quoted(context.path))"))
+        }
+        let request = Request(method: context.method, path: context.path, pathParameter: parameter,
+                              requestID: context.requestID, identity: identity, connection: connection)
+        do {
+            context.policy = try route.begin(request)
+        } catch {
+            return refuse(context, connection, error)
+        }
+        if case let .buffer(limit) = context.policy, let length = request.contentLength {
+            guard length <= limit else {
+                return refuse(context, connection, Problem(.tooLarge, detail: "the body is \(length) bytes; \(context.path) takes at most \(limit)"))
+            }
+            context.body.reserveCapacity(length)
+        }
+        context.request = request
+        context.route = route
+        return MHD_Result.YES
+    }
+
+    /// Refuses a request whose headers were enough to decide. A request without a body is answered in
+    /// the final call, which keeps the connection open for the next one; one with a body is answered
+    /// now, so that libmicrohttpd drops the body unread and closes the connection after the answer.
+    private func refuse(_ context: RequestContext, _ connection: Connection, _ error: any Error) -> MHD_Result {
+        let hasBody = (connection.header("Content-Length").flatMap { Int($0) } ?? 0) > 0 || connection.header("Transfer-Encoding") != nil
+        guard hasBody else {
+            context.refusal = error
+            return MHD_Result.YES
+        }
+        return answer(context, connection, error: error, headers: context.refusalHeaders)
+    }
+
+    /// A chunk of the body.
+    private func receive(_ context: RequestContext, _ chunk: UnsafeRawBufferPointer) {
+        guard context.refusal == nil else { return }
+        switch context.policy {
+        case .none:
+            break
+        case let .buffer(limit):
+            if context.body.count + chunk.count > limit {
+                context.body = []
+                context.refusal = Problem(.tooLarge, detail: "the body is over \(limit) bytes, the most \(context.path) takes")
+            } else {
+                context.body.append(contentsOf: chunk)
+            }
+        case let .stream(sink):
+            do { try sink.write(chunk) } catch { context.refusal = error }
+        }
+    }
+
+    /// The request is in, or a parked long-poll was resumed: answer or park.
+    private func finish(_ context: RequestContext, _ connection: Connection) -> MHD_Result {
+        if let refusal = context.refusal { return answer(context, connection, error: refusal, headers: context.refusalHeaders) }
+        if let longPoll = context.longPoll {
+            context.longPoll = nil
+            return drive(longPoll, context, connection, woken: context.wakeSlot.reason)
+        }
+        guard var request = context.request, let route = context.route else {
+            logger.error("bug: request \(context.requestID) finished without a route; closing its connection")
+            return MHD_Result.NO
+        }
+        context.request = nil
+        context.route = nil
+        request.body = context.body
+        context.body = []
+        do {
+            switch try route.respond(to: request) {
+            case let .response(response): return answer(context, connection, response)
+            case let .longPoll(longPoll): return drive(longPoll, context, connection, woken: nil)
+            }
+        } catch {
+            return answer(context, connection, error: error)
+        }
+    }
+
+    /// Answers a long-poll if it has something to say or its time is up, else parks it in the hub.
+    private func drive(_ longPoll: LongPoll, _ context: RequestContext, _ connection: Connection, woken: WaiterHub.WakeReason?) -> MHD_Result {
+        do {
+            if woken == .hangup { return answer(context, connection, try longPoll.expire()) }
+            while true {
+                let generation = hub.generation(of: longPoll.user)
+                if let response = try longPoll.poll() { return answer(context, connection, response) }
+                if woken == .timeout || woken == .shutdown || Clock.monotonic() >= longPoll.deadline {
+                    return answer(context, connection, try longPoll.expire())
+                }
+                // Counted before it can be parked, so that `stop()`, once it has resumed everything parked,
+                // waits for this answer too.
+                if !context.countedAsParked {
+                    context.countedAsParked = true
+                    parkedRequests.enter()
+                }
+                let result = hub.park(user: longPoll.user, seen: generation, deadline: longPoll.deadline,
+                                      socket: sinki_mhd_connection_fd(connection.raw), slot: context.wakeSlot,
+                                      suspend: connection.suspend, resume: connection.resume)
+                switch result {
+                case .parked:
+                    context.longPoll = longPoll
+                    return MHD_Result.YES
+                case .changed:
+                    continue
+                case .stopping:
+                    return answer(context, connection, try longPoll.expire())
+                }
+            }
+        } catch {
+            return answer(context, connection, error: error)
+        }
+    }
+
+    // MARK: Answering
+
+    /// Sends an error as `application/problem+json` with the request id, and logs it with that id.
+    private func answer(_ context: RequestContext, _ connection: Connection, error: any Error,
+                        headers: [(String, String)] = []) -> MHD_Result {
+        var problem: Problem
+        if let known = error as? Problem {
+            problem = known
+        } else {
+            problem = Problem(.internalError, detail: "the server failed; its log has request \(context.requestID)")
+            logger.error("\(context.method) \(context.path) request \(context.requestID) failed: \(error)")
+        }
+        problem.requestId = context.requestID
+        if problem.status >= 500 {
+            logger.error("\(context.method) \(context.path) \(problem.status) \(problem.code) request \(context.requestID): \(problem.detail)")
+        } else {
+            logger.info("\(context.method) \(context.path) \(problem.status) \(problem.code) request \(context.requestID): \(problem.detail)")
+        }
+        var response = Response(status: problem.status, contentType: "application/problem+json", headers: headers,
+                                body: .bytes(problem.jsonBytes))
+        if problem.status == 401 { response.headers.append(("WWW-Authenticate", "Bearer realm=\"sinki\"")) }
+        return answer(context, connection, response)
+    }
+
+    /// Bodies up to this size are copied into libmicrohttpd; larger ones are lent to it in place.
+    private static let copyLimit = 16 * 1024
+
+    private func answer(_ context: RequestContext, _ connection: Connection, _ response: Response) -> MHD_Result {
+        let made: OpaquePointer?
+        switch response.body {
+        case let .bytes(bytes) where bytes.count <= Self.copyLimit:
+            made = bytes.withUnsafeBytes { buffer in
+                MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
+            }
+        case let .bytes(bytes):
+            let pinned = Unmanaged.passRetained(PinnedBytes(bytes))
+            made = MHD_create_response_from_buffer_with_free_callback_cls(
+                bytes.count, UnsafeMutableRawPointer(mutating: pinned.takeUnretainedValue().base),
+                { cls in Unmanaged<PinnedBytes>.fromOpaque(cls!).release() }, pinned.toOpaque())
+            if made == nil { pinned.release() }
+        }
+        guard let made else {
+            logger.error("request \(context.requestID): libmicrohttpd could not make a response; closing the connection")
+            return MHD_Result.NO
+        }
+        defer { MHD_destroy_response(made) }
+        _ = MHD_add_response_header(made, "X-Request-Id", context.requestID)
+        if let type = response.contentType { _ = MHD_add_response_header(made, "Content-Type", type) }
+        for (name, value) in response.headers { _ = MHD_add_response_header(made, name, value) }
+        if logger.isEnabled(.debug) {
+            let milliseconds = Double(Clock.monotonic() - context.started) / 1_000_000
+            logger.debug("\(context.method) \(context.path) \(response.status) \(milliseconds.formatted2) ms request \(context.requestID)")
+        }
+        return MHD_queue_response(connection.raw, UInt32(response.status), made)
+    }
+
+    /// The client's X-Request-Id when it is a sane token (so one id follows a change from agent to
+    /// server log), else a fresh one.
+    private static func requestID(from header: String?) -> String {
+        if let header, (1...64).contains(header.utf8.count),
+           header.utf8.allSatisfy({ $0 < 0x80 && (isalnum(Int32($0)) != 0 || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")) }) {
+            return header
+        }
+        return RandomID.hex(bytes: 8)
+    }
+}
+
+/// A response body lent to libmicrohttpd without a copy: it reads `bytes` in place until it calls the
+/// free callback, which releases this box.
+private final class PinnedBytes {
+    let bytes: [UInt8]
+    let base: UnsafeRawPointer
+
+    init(_ bytes: [UInt8]) {
+        precondition(!bytes.isEmpty, "bug: pinning an empty body")
+        self.bytes = bytes
+        // The pointer is used after withUnsafeBytes returns. That holds here because `bytes` is an
+        // immutable native array owned by this box: its storage neither moves nor goes away until the box
+        // is released, which libmicrohttpd does only when it is done with the response.
+        base = bytes.withUnsafeBytes { $0.baseAddress! }
+    }
+}
+
+extension Double {
+    /// Two decimals, for log lines.
+    var formatted2: String {
+        let hundredths = (self * 100).rounded()
+        let whole = Int(hundredths / 100)
+        let fraction = Int(abs(hundredths).truncatingRemainder(dividingBy: 100))
+        return "\(whole).\(fraction < 10 ? "0" : "")\(fraction)"
+    }
+}

@@ -1,0 +1,153 @@
+import CMicroHTTPD
+import SinkiRecord
+
+/// Who a request speaks for: the user whose records it reaches, and the device the token was given to.
+public struct ServerIdentity: Sendable, Equatable, Hashable {
+    public var user: String
+    public var device: String
+
+    public init(user: String, device: String) {
+        self.user = user
+        self.device = device
+    }
+
+    /// Everyone, when the server runs without tokens.
+    public static let anonymous = ServerIdentity(user: "default", device: "default")
+}
+
+/// A libmicrohttpd connection, valid while libmicrohttpd calls the server about one of its requests.
+struct Connection: @unchecked Sendable {
+    // @unchecked: the pointer is only dereferenced by libmicrohttpd. Every call but `resume()` is made on
+    // the worker thread serving the connection; MHD_resume_connection may be called from any thread, and
+    // the waiter hub calls it exactly once per suspension, while the connection is suspended and alive.
+    let raw: OpaquePointer
+
+    func header(_ name: String) -> String? {
+        MHD_lookup_connection_value(raw, .HEADER_KIND, name).map { String(cString: $0) }
+    }
+
+    /// A query argument, percent-decoded; `.invalid` when its bytes are not UTF-8.
+    func argument(_ name: String) -> Argument {
+        var value: UnsafePointer<CChar>?
+        var size = 0
+        guard MHD_lookup_connection_value_n(raw, .GET_ARGUMENT_KIND, name, name.utf8.count, &value, &size) == .YES else {
+            return .absent
+        }
+        guard let value else { return .present("") }
+        let bytes = UnsafeRawBufferPointer(start: value, count: size).bindMemory(to: UInt8.self)
+        guard let text = String(validating: bytes, as: UTF8.self) else { return .invalid }
+        return .present(text)
+    }
+
+    enum Argument: Equatable {
+        case absent
+        case present(String)
+        case invalid
+    }
+
+    func suspend() { MHD_suspend_connection(raw) }
+    func resume() { MHD_resume_connection(raw) }
+}
+
+/// One request as a route sees it. The body is filled in when it is buffered (`BodyPolicy.buffer`).
+struct Request {
+    let method: String
+    let path: String
+    /// The rest of the path after a prefix route (`/v1/uploads/ID` gives `ID`); empty for exact routes.
+    let pathParameter: String
+    let requestID: String
+    let identity: ServerIdentity
+    let connection: Connection
+    var body: [UInt8] = []
+
+    func header(_ name: String) -> String? { connection.header(name) }
+
+    /// A query argument; nil when absent. Bytes that are not UTF-8 answer `400 bad-request`.
+    func query(_ name: String) throws(Problem) -> String? {
+        switch connection.argument(name) {
+        case .absent: return nil
+        case let .present(text): return text
+        case .invalid: throw Problem(.badRequest, detail: "query argument \(name) is not valid UTF-8")
+        }
+    }
+
+    /// An integer query argument within `range`, `fallback` when absent or empty.
+    func integerQuery(_ name: String, in range: ClosedRange<Int>, default fallback: Int) throws(Problem) -> Int {
+        guard let text = try query(name), !text.isEmpty else { return fallback }
+        guard let value = Int(text), range.contains(value) else {
+            throw Problem(.badRequest, detail: "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), not \(quoted(text))")
+        }
+        return value
+    }
+
+    /// The declared body size, nil when the body is chunked or absent.
+    var contentLength: Int? { header("Content-Length").flatMap { Int($0) } }
+}
+
+/// What a response carries.
+enum ResponseBody {
+    case bytes([UInt8])
+    // Later, for `GET /v1/assets/ID`: `.file(FileDescriptor, offset: Int64, length: Int64)` answered with
+    // MHD_create_response_from_fd_at_offset64, so ranges stream from disk without passing through memory.
+}
+
+struct Response {
+    var status: Int
+    var contentType: String?
+    var headers: [(String, String)] = []
+    var body: ResponseBody
+
+    static func json(_ bytes: [UInt8], status: Int = 200) -> Response {
+        Response(status: status, contentType: "application/json", body: .bytes(bytes))
+    }
+}
+
+/// Takes a request body chunk by chunk as it arrives, for routes that must not hold it in memory
+/// (tus `PATCH /v1/uploads/ID`, later).
+protocol BodySink: AnyObject {
+    /// Takes the next chunk. Throwing (a `Problem`, typically) refuses the rest of the body; the
+    /// request is answered with that problem once the client has finished sending.
+    func write(_ chunk: UnsafeRawBufferPointer) throws
+}
+
+/// How a route takes its request body, decided when the headers arrive.
+enum BodyPolicy {
+    /// The route takes no body; any that comes is read and dropped.
+    case none
+    /// Collected in memory into `Request.body`, up to `limit` bytes (`413 too-large` beyond, at once when
+    /// Content-Length says so).
+    case buffer(limit: Int)
+    /// Handed to the sink as it arrives.
+    case stream(any BodySink)
+}
+
+/// A long-poll: the route has nothing to say yet and the connection is parked (suspended, holding no
+/// thread) until a commit for `user`, the deadline, or the server stopping.
+struct LongPoll {
+    let user: String
+    /// Monotonic nanoseconds (`Clock.monotonic()`).
+    let deadline: Int64
+    /// The answer once there is something to say; nil keeps waiting.
+    let poll: () throws -> Response?
+    /// The answer when the time is up or the server stops.
+    let expire: () throws -> Response
+}
+
+/// What a route answers once the request is in.
+enum Reply {
+    case response(Response)
+    case longPoll(LongPoll)
+}
+
+/// One endpoint. Routes check requests and hand them on to the store; they run on the server's worker
+/// threads and must not block for long (waiting is what `Reply.longPoll` is for).
+protocol Route: Sendable {
+    /// The headers are in: check them and say how to take the body. Throwing answers at once.
+    func begin(_ request: Request) throws -> BodyPolicy
+    /// The body is in (buffered or streamed): answer.
+    func respond(to request: Request) throws -> Reply
+}
+
+extension Route {
+    func begin(_ request: Request) throws -> BodyPolicy { .none }
+}

@@ -1,0 +1,40 @@
+import SinkiRecord
+import SinkiSupport
+
+/// The protocol's rules for one item of a modify batch: the path safety floor, and inline content that
+/// inflates to exactly `size` bytes whose SHA-256 is `sha256`. Pure and thread-safe; it runs before the
+/// store's transaction so that the transaction holds the writer only for the writes.
+struct ModifyValidator: Sendable {
+    /// Largest inflated size accepted for inline content: `size` decides how much memory inflating
+    /// takes, so a record cannot make the server allocate more than this.
+    let maxInlineBytes: Int
+
+    func check(_ record: Record) -> Result<CheckedRecord, Problem> {
+        let path: RecordPath
+        do {
+            path = try RecordPath(validating: record.path)
+        } catch {
+            return .failure(Problem(.badPath, detail: error.description))
+        }
+        guard record.size >= 0 else {
+            return .failure(Problem(.badRequest, detail: "record \(quoted(record.path)) has a negative size"))
+        }
+        if let data = record.data, !record.deleted {
+            guard record.size <= maxInlineBytes else {
+                return .failure(Problem(.tooLarge, detail: "record \(quoted(record.path)) declares \(record.size) bytes inline; "
+                                        + "the server takes at most \(maxInlineBytes) inline (send larger files as an asset)"))
+            }
+            let content: [UInt8]
+            do {
+                content = try Deflate.decompress(data, expectedSize: Int(record.size))
+            } catch {
+                return .failure(Problem(.badRequest, detail: "the data of \(quoted(record.path)) does not inflate to its size: \(error)"))
+            }
+            let digest = Digest.sha256Hex(content)
+            guard digest == record.sha256.lowercased() else {
+                return .failure(Problem(.badRequest, detail: "the data of \(quoted(record.path)) has SHA-256 \(digest), the record says \(quoted(record.sha256))"))
+            }
+        }
+        return .success(CheckedRecord(record, path: path))
+    }
+}

@@ -1,0 +1,138 @@
+import SinkiRecord
+import SinkiSupport
+
+/// `POST /v1/records/modify`: a batch of saves and deletes, one transaction, one result per item.
+struct ModifyRoute: Route {
+    let store: any RecordStore
+    let hub: WaiterHub
+    let limits: ServerLimits
+
+    func begin(_ request: Request) throws -> BodyPolicy {
+        let type = request.header("Content-Type")
+        let mediaType = type.map { $0.split(separator: ";", maxSplits: 1).first.map(String.init) ?? "" }?
+            .trimmingSpaces.lowercased()
+        guard mediaType == "application/json" else {
+            throw Problem(.unsupportedMediaType, detail: type.map { "\(request.path) takes application/json, not \(quoted($0))" }
+                          ?? "\(request.path) takes application/json; the request has no Content-Type")
+        }
+        return .buffer(limit: limits.maxBodyBytes)
+    }
+
+    func respond(to request: Request) throws -> Reply {
+        let batch: ModifyRequest
+        do {
+            batch = try ModifyRequest.parse(request.body)
+        } catch {
+            throw Problem(.badJSON, detail: "\(error)")
+        }
+        guard batch.records.count <= limits.maxBatchRecords else {
+            throw Problem(.tooLarge, detail: "a batch holds at most \(limits.maxBatchRecords) records; this one has \(batch.records.count)")
+        }
+        let validator = ModifyValidator(maxInlineBytes: limits.maxInlineBytes)
+        var results = [ModifyResult?](repeating: nil, count: batch.records.count)
+        var checked: [CheckedRecord] = []
+        var positions: [Int] = []
+        checked.reserveCapacity(batch.records.count)
+        positions.reserveCapacity(batch.records.count)
+        for (index, record) in batch.records.enumerated() {
+            switch validator.check(record) {
+            case let .success(item):
+                checked.append(item)
+                positions.append(index)
+            case var .failure(problem):
+                problem.requestId = request.requestID
+                results[index] = ModifyResult(path: record.path, status: .refused, problem: problem)
+            }
+        }
+        let user = request.identity.user
+        let outcomes = try store.modify(user: user, items: checked)
+        var savedAny = false
+        for (index, outcome) in zip(positions, outcomes) {
+            switch outcome {
+            case let .saved(record):
+                results[index] = ModifyResult(path: record.path, status: .saved, record: record)
+                savedAny = true
+            case let .conflict(record):
+                results[index] = ModifyResult(path: record.path, status: .conflict, record: record)
+            }
+        }
+        if savedAny { hub.notify(user: user) }
+        return .response(.json(ModifyResponse(results: results.map { $0! }).jsonBytes))
+    }
+}
+
+/// `GET /v1/changes?since=TOKEN&wait=SECONDS&limit=N`: the change feed, long-polling when nothing is new.
+struct ChangesRoute: Route {
+    let store: any RecordStore
+    let limits: ServerLimits
+
+    func respond(to request: Request) throws -> Reply {
+        let since = try ChangeToken.parse(try request.query("since"), storeID: store.storeID)
+        let wait = try request.integerQuery("wait", in: 0...limits.maxWaitSeconds, default: 0)
+        let count = try request.integerQuery("limit", in: 1...limits.maxPageRecords, default: limits.defaultPageRecords)
+        if since.tag > 0 {
+            let floor = try store.historyFloor()
+            guard since.tag >= floor else {
+                throw Problem(.tokenExpired, detail: "token \(since.text) is older than the retained history (from \(floor)); start over without one")
+            }
+        }
+        let limit = PageLimit(records: count, dataBytes: limits.maxPageDataBytes)
+        let user = request.identity.user
+        let store = self.store
+        func page(_ batch: ChangeBatch) -> Response {
+            let token = ChangeToken(storeID: since.storeID, tag: batch.lastTag)
+            return .json(RecordPage(records: batch.records, token: token.text, more: batch.more).jsonBytes)
+        }
+        let empty = page(ChangeBatch(records: [], lastTag: since.tag, more: false))
+        guard wait > 0 else { return .response(page(try store.changes(user: user, after: since.tag, limit: limit))) }
+        return .longPoll(LongPoll(
+            user: user, deadline: Clock.monotonic() + Int64(wait) * 1_000_000_000,
+            poll: {
+                let batch = try store.changes(user: user, after: since.tag, limit: limit)
+                return batch.records.isEmpty ? nil : page(batch)
+            },
+            expire: { empty }))
+    }
+}
+
+/// `GET /v1/records?path=PREFIX&limit=N&after=PATH&data=1`: look-up by path prefix.
+struct LookupRoute: Route {
+    let store: any RecordStore
+    let limits: ServerLimits
+
+    func respond(to request: Request) throws -> Reply {
+        var prefix = try request.query("path")
+        if prefix?.isEmpty == true { prefix = nil }
+        if let prefix { try Self.checkPrefix(prefix) }
+        var after = try request.query("after")
+        if after?.isEmpty == true { after = nil }
+        let count = try request.integerQuery("limit", in: 1...limits.maxPageRecords, default: limits.defaultPageRecords)
+        let includeData: Bool
+        switch try request.query("data") {
+        case nil, "", "0", "false": includeData = false
+        case "1", "true": includeData = true
+        case let other?: throw Problem(.badRequest, detail: "data must be 0 or 1, not \(quoted(other))")
+        }
+        let listing = try store.records(user: request.identity.user, prefix: prefix, after: after,
+                                        limit: PageLimit(records: count, dataBytes: limits.maxPageDataBytes),
+                                        includeData: includeData)
+        return .response(.json(RecordPage(records: listing.records, token: "", more: listing.more).jsonBytes))
+    }
+
+    /// A prefix follows the path rules, except that a root name alone (`SaveGames`) is fine.
+    static func checkPrefix(_ prefix: String) throws(Problem) {
+        do {
+            _ = try RecordPath(validating: prefix)
+        } catch .noRelativePart {
+            return
+        } catch {
+            throw Problem(.badPath, detail: error.description)
+        }
+    }
+}
+
+extension String {
+    var trimmingSpaces: String {
+        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+    }
+}

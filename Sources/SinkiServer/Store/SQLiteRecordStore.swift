@@ -1,0 +1,313 @@
+import Dispatch
+import SinkiRecord
+import SinkiSupport
+import Synchronization
+
+/// A store whose database is not one this server can use, or that broke a rule it keeps.
+public struct RecordStoreError: Error, Sendable, CustomStringConvertible {
+    public var path: String
+    public var message: String
+    public var description: String { "record store \(path): \(message)" }
+}
+
+/// A store call after `close()`.
+public struct StoreClosedError: Error, Sendable, CustomStringConvertible {
+    public var path: String
+    public var description: String { "record store \(path) is closed" }
+}
+
+/// The default record store: one SQLite database (`records.db`, WAL) in the server's data folder.
+///
+/// On disk:
+/// - `meta(key, value)`: `store_id` (random, made with the database), `last_tag` (the changeTag counter,
+///   kept here so that tags are never reused even when the newest record goes away), `history_floor`
+///   (see `historyFloor()`).
+/// - `records`: one row per (user, path) at its latest version. `change_tag` is the row id, so the feed
+///   index `(user, change_tag)` leads straight to the row; `(user, path)` is unique. Inline content is
+///   the compressed bytes exactly as the writer sent them, in the last column so that reading the other
+///   columns never walks its overflow pages. `saved_at` (server clock) is for tombstone retention.
+///
+/// One writer connection behind a lock serialises commits, which is also what keeps changeTags in commit
+/// order; readers use a small pool of their own connections and never wait for a commit (WAL). Copying
+/// the WAL back into the database (a checkpoint, with an fsync) happens on a connection and a queue of
+/// its own, so that a commit does not pay for it: in SQLite's default it runs inside every commit that
+/// crosses 1,000 pages, which for a 1,000-record batch of 4 KiB files is nearly every one.
+public final class SQLiteRecordStore: RecordStore {
+    public let storeID: String
+    public let path: String
+    private let writer: DatabaseSlot
+    private let readers: [DatabaseSlot]
+    private let nextReader = Atomic<Int>(0)
+    private let checkpointer: Checkpointer
+
+    static let schemaVersion = 1
+
+    /// Opens (creating if needed) the database at `path`; `readers` read connections serve feeds and
+    /// look-ups alongside the writer.
+    public init(path: String, readers: Int = 4) throws {
+        self.path = path
+        let db = try SQLiteDatabase(path: path)
+        storeID = try Self.prepareSchema(db)
+        try db.execute("PRAGMA wal_autocheckpoint = 0")
+        writer = DatabaseSlot(db)
+        checkpointer = Checkpointer(try SQLiteDatabase(path: path))
+        var pool: [DatabaseSlot] = []
+        for _ in 0..<max(1, readers) { pool.append(DatabaseSlot(try SQLiteDatabase(path: path, readOnly: true))) }
+        self.readers = pool
+    }
+
+    private static func prepareSchema(_ db: SQLiteDatabase) throws -> String {
+        try db.transaction {
+            let version = db.userVersion
+            if version > schemaVersion {
+                throw RecordStoreError(path: db.path, message: "schema version \(version) is newer than this server's \(schemaVersion)")
+            }
+            if version < 1 {
+                try db.execute("""
+                    CREATE TABLE meta (key TEXT PRIMARY KEY, value ANY NOT NULL) WITHOUT ROWID;
+                    CREATE TABLE records (
+                        change_tag INTEGER PRIMARY KEY,
+                        user TEXT NOT NULL,
+                        path TEXT NOT NULL,
+                        type TEXT NOT NULL,
+                        asset_id TEXT,
+                        asset_size INTEGER,
+                        asset_sha256 TEXT,
+                        deleted INTEGER NOT NULL,
+                        base_tag INTEGER NOT NULL,
+                        size INTEGER NOT NULL,
+                        sha256 TEXT NOT NULL,
+                        mode INTEGER NOT NULL,
+                        modified_at INTEGER NOT NULL,
+                        device TEXT NOT NULL,
+                        saved_at INTEGER NOT NULL,
+                        data BLOB
+                    );
+                    CREATE UNIQUE INDEX records_path ON records(user, path);
+                    CREATE INDEX records_feed ON records(user, change_tag);
+                    """)
+                try db.run("INSERT INTO meta(key, value) VALUES ('store_id', ?), ('last_tag', 0), ('history_floor', 0)",
+                           RandomID.hex(bytes: 8))
+                try db.setUserVersion(schemaVersion)
+            }
+            var id: String?
+            try db.query("SELECT value FROM meta WHERE key = 'store_id'") { id = $0.text(0) }
+            guard let id, !id.isEmpty else {
+                throw RecordStoreError(path: db.path, message: "the meta table has no store_id")
+            }
+            return id
+        }
+    }
+
+    // MARK: Writing
+
+    private static let insertSQL = """
+        INSERT INTO records (change_tag, user, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag,
+                             size, sha256, mode, modified_at, device, saved_at, data)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+    private static let updateSQL = """
+        UPDATE records SET change_tag = ?, user = ?, path = ?, type = ?, asset_id = ?, asset_size = ?, asset_sha256 = ?,
+                           deleted = ?, base_tag = ?, size = ?, sha256 = ?, mode = ?, modified_at = ?, device = ?,
+                           saved_at = ?, data = ?
+        WHERE change_tag = ?
+        """
+
+    public func modify(user: String, items: [CheckedRecord]) throws -> [StoreOutcome] {
+        if items.isEmpty { return [] }
+        let outcomes = try writer.use { db in
+            try db.transaction {
+                let firstTag = try db.scalar("SELECT value FROM meta WHERE key = 'last_tag'") ?? 0
+                var tag = firstTag
+                let now = Clock.now()
+                var outcomes: [StoreOutcome] = []
+                outcomes.reserveCapacity(items.count)
+                for item in items {
+                    var record = item.record
+                    let current = try db.scalar("SELECT change_tag FROM records WHERE user = ? AND path = ?", user, record.path) ?? 0
+                    guard current == record.baseTag else {
+                        if current == 0 {
+                            outcomes.append(.conflict(Record(path: record.path, deleted: true, changeTag: 0)))
+                        } else {
+                            outcomes.append(.conflict(try Self.fetch(db, changeTag: current)))
+                        }
+                        continue
+                    }
+                    tag += 1
+                    record.changeTag = tag
+                    if record.deleted {
+                        record.data = nil
+                        record.asset = nil
+                    }
+                    let values: [any SQLBindable] = [
+                        tag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
+                        record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
+                        record.device, now, record.data,
+                    ]
+                    let statement = try db.prepare(current == 0 ? Self.insertSQL : Self.updateSQL)
+                    try statement.bind(current == 0 ? values : values + [current])
+                    while try statement.step() {}
+                    statement.reset()
+                    outcomes.append(.saved(record.withoutData))
+                }
+                if tag != firstTag { try db.run("UPDATE meta SET value = ? WHERE key = 'last_tag'", tag) }
+                return outcomes
+            }
+        }
+        checkpointer.wrote(bytes: items.reduce(0) { $0 + 256 + ($1.record.data?.count ?? 0) })
+        return outcomes
+    }
+
+    // MARK: Reading
+
+    /// Columns read into a Record, `data` last (see the type comment).
+    private static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device"
+
+    private static func record(from row: Statement, hasData: Bool) -> Record {
+        var record = Record(path: row.text(1), type: row.text(2))
+        record.changeTag = row.int64(0)
+        if let id = row.optionalText(3) {
+            record.asset = Asset(id: id, size: row.int64(4), sha256: row.text(5))
+        }
+        record.deleted = row.bool(6)
+        record.baseTag = row.int64(7)
+        record.size = row.int64(8)
+        record.sha256 = row.text(9)
+        record.mode = UInt32(truncatingIfNeeded: row.int64(10))
+        record.modifiedAt = row.int64(11)
+        record.device = row.text(12)
+        if hasData { record.data = row.optionalBlob(13) }
+        return record
+    }
+
+    private static func fetch(_ db: SQLiteDatabase, changeTag: Int64) throws -> Record {
+        var found: Record?
+        try db.query("SELECT \(columns), data FROM records WHERE change_tag = ?", changeTag) { found = record(from: $0, hasData: true) }
+        guard let found else {
+            throw RecordStoreError(path: db.path, message: "bug: record \(changeTag) vanished inside a transaction")
+        }
+        return found
+    }
+
+    /// Reads rows into a page: stops at `limit.records`, or once the data passes `limit.dataBytes`;
+    /// `more` says whether another row was there.
+    private static func page(_ db: SQLiteDatabase, _ sql: String, _ arguments: [any SQLBindable], limit: PageLimit,
+                             hasData: Bool) throws -> (records: [Record], more: Bool) {
+        let statement = try db.prepare(sql)
+        defer { statement.reset() }
+        try statement.bind(arguments)
+        var records: [Record] = []
+        records.reserveCapacity(min(limit.records, 1024))
+        var dataBytes = 0
+        while try statement.step() {
+            if records.count >= limit.records || dataBytes > limit.dataBytes { return (records, true) }
+            let record = record(from: statement, hasData: hasData)
+            dataBytes += record.data?.count ?? 0
+            records.append(record)
+        }
+        return (records, false)
+    }
+
+    public func changes(user: String, after tag: Int64, limit: PageLimit) throws -> ChangeBatch {
+        try reader().use { db in
+            let (records, more) = try Self.page(
+                db, "SELECT \(Self.columns), data FROM records WHERE user = ? AND change_tag > ? ORDER BY change_tag LIMIT ?",
+                [user, tag, limit.records + 1], limit: limit, hasData: true)
+            return ChangeBatch(records: records, lastTag: records.last?.changeTag ?? tag, more: more)
+        }
+    }
+
+    public func records(user: String, prefix: String?, after: String?, limit: PageLimit, includeData: Bool) throws -> RecordListing {
+        let columns = includeData ? Self.columns + ", data" : Self.columns
+        return try reader().use { db in
+            let result: (records: [Record], more: Bool)
+            if let prefix {
+                // The bytewise range [prefix, prefix + "0") holds the prefix itself, everything below
+                // `prefix/` ('0' follows '/'), and siblings such as `prefix-x` that the second test drops.
+                result = try Self.page(
+                    db, """
+                        SELECT \(columns) FROM records
+                        WHERE user = ?1 AND path >= ?2 AND path < ?3 AND (path = ?2 OR path >= ?4) AND path > ?5
+                        ORDER BY path LIMIT ?6
+                        """,
+                    [user, prefix, prefix + "0", prefix + "/", after ?? "", limit.records + 1], limit: limit, hasData: includeData)
+            } else {
+                result = try Self.page(
+                    db, "SELECT \(columns) FROM records WHERE user = ? AND path > ? ORDER BY path LIMIT ?",
+                    [user, after ?? "", limit.records + 1], limit: limit, hasData: includeData)
+            }
+            return RecordListing(records: result.records, more: result.more)
+        }
+    }
+
+    public func historyFloor() throws -> Int64 {
+        try reader().use { db in try db.scalar("SELECT value FROM meta WHERE key = 'history_floor'") ?? 0 }
+    }
+
+    public func close() {
+        checkpointer.close()
+        writer.close()
+        for slot in readers { slot.close() }
+    }
+
+    /// A read connection: round robin, so that each of the server's threads usually finds its own free.
+    private func reader() -> DatabaseSlot {
+        let index = UInt(bitPattern: nextReader.wrappingAdd(1, ordering: .relaxed).oldValue)
+        return readers[Int(index % UInt(readers.count))]
+    }
+
+    /// Runs passive checkpoints (never waiting for readers or the writer) once enough has been committed
+    /// since the last one; the writer has automatic checkpoints turned off.
+    private final class Checkpointer: Sendable {
+        /// About SQLite's own default (1,000 pages of 4 KiB).
+        static let threshold = 4 << 20
+
+        private let connection: DatabaseSlot
+        private let queue = DispatchQueue(label: "sinki-checkpoint")
+        private let pending = Mutex<(bytes: Int, scheduled: Bool)>((0, false))
+
+        init(_ database: sending SQLiteDatabase) { connection = DatabaseSlot(database) }
+
+        /// A commit wrote about `bytes` to the WAL.
+        func wrote(bytes: Int) {
+            let schedule = pending.withLock { state -> Bool in
+                state.bytes += bytes
+                guard state.bytes >= Self.threshold, !state.scheduled else { return false }
+                state = (0, true)
+                return true
+            }
+            guard schedule else { return }
+            queue.async { [self] in
+                pending.withLock { $0.scheduled = false }
+                // A failed checkpoint only leaves the WAL longer; the next one, or closing, catches up.
+                try? connection.use { db in try db.execute("PRAGMA wal_checkpoint(PASSIVE)") }
+            }
+        }
+
+        /// Waits for a checkpoint under way; closing the last connection checkpoints the rest.
+        func close() {
+            queue.sync {}
+            connection.close()
+        }
+    }
+
+    private final class DatabaseSlot: Sendable {
+        private let database: Mutex<SQLiteDatabase?>
+        private let path: String
+
+        init(_ database: sending SQLiteDatabase) {
+            path = database.path
+            self.database = Mutex(database)
+        }
+
+        /// Runs `body` with the connection, holding it for that time.
+        func use<T: Sendable>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
+            try database.withLock { db in
+                guard let db else { throw StoreClosedError(path: path) }
+                return try body(db)
+            }
+        }
+
+        func close() { database.withLock { $0 = nil } }
+    }
+}

@@ -1,0 +1,295 @@
+import Dispatch
+import Foundation
+import SinkiRecord
+@testable import SinkiServer
+import SinkiSupport
+import SinkiTestSupport
+import Synchronization
+import Testing
+
+/// A store under test: how to make a fresh one, and how to open the same one again.
+struct StoreKind: Sendable, CustomTestStringConvertible {
+    let name: String
+    /// A fresh, empty store, and a way to open the same store again after closing it.
+    let make: @Sendable () throws -> (store: any RecordStore, reopen: @Sendable () throws -> any RecordStore, keepAlive: AnyObject)
+
+    var testDescription: String { name }
+
+    static let sqlite = StoreKind(name: "SQLite") {
+        let directory = TemporaryDirectory("sinki-store")
+        let path = directory.child("records.db")
+        return (try SQLiteRecordStore(path: path, readers: 2), { try SQLiteRecordStore(path: path, readers: 2) }, directory)
+    }
+
+    /// Every store implementation; a PostgreSQL store joins this list and runs the same suite.
+    static let all: [StoreKind] = [.sqlite]
+}
+
+/// Runs `body` with a fresh store and closes it after.
+private func withStore(_ kind: StoreKind, _ body: (any RecordStore) throws -> Void) throws {
+    let made = try kind.make()
+    defer { made.store.close(); withExtendedLifetime(made.keepAlive) {} }
+    try body(made.store)
+}
+
+private func checked(_ records: [Record]) -> [CheckedRecord] {
+    records.map { CheckedRecord($0, path: try! RecordPath(validating: $0.path)) }
+}
+
+private let unlimited = PageLimit(records: 10_000, dataBytes: 1 << 30)
+
+private func savedTag(_ outcome: StoreOutcome) -> Int64? {
+    if case let .saved(record) = outcome { return record.changeTag }
+    return nil
+}
+
+@Suite struct StoreConformanceTests {
+    @Test(arguments: StoreKind.all)
+    func savesNewRecordsWithIncreasingTagsAndWithoutData(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            #expect(!store.storeID.isEmpty)
+            #expect(!store.storeID.contains("."))
+            let outcomes = try store.modify(user: "u", items: checked([fileRecord("A/1", "one"), fileRecord("A/2", "two"), tombstone("A/3", baseTag: 0)]))
+            let tags = outcomes.compactMap(savedTag)
+            #expect(tags.count == 3)
+            #expect(tags[0] > 0 && tags[0] < tags[1] && tags[1] < tags[2])
+            for outcome in outcomes {
+                guard case let .saved(record) = outcome else { continue }
+                #expect(record.data == nil)
+            }
+            guard case let .saved(first) = outcomes[0] else { return }
+            #expect(first.path == "A/1" && first.size == 3 && first.sha256 == Digest.sha256Hex(Array("one".utf8)) && first.device == "laptop")
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func staleBaseTagConflictsWithTheCurrentRecordAndItsData(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let first = try store.modify(user: "u", items: checked([fileRecord("A/x", "v1")]))
+            let tag1 = try #require(savedTag(first[0]))
+            let second = try store.modify(user: "u", items: checked([fileRecord("A/x", "v2", baseTag: tag1)]))
+            let tag2 = try #require(savedTag(second[0]))
+            #expect(tag2 > tag1)
+            // An edit based on the old version, and one based on nothing: both conflict with v2.
+            for base in [tag1, 0] {
+                let outcome = try store.modify(user: "u", items: checked([fileRecord("A/x", "v3", baseTag: base)]))
+                guard case let .conflict(current) = outcome[0] else { Issue.record("expected a conflict, got \(outcome[0])"); return }
+                #expect(current.changeTag == tag2)
+                #expect(try content(of: current) == Array("v2".utf8))
+            }
+            // Nothing was saved by the conflicts.
+            let feed = try store.changes(user: "u", after: 0, limit: unlimited)
+            #expect(feed.records.map(\.changeTag) == [tag2])
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func unknownPathWithABaseTagConflictsWithAnEmptyTombstone(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let outcome = try store.modify(user: "u", items: checked([fileRecord("A/never", "x", baseTag: 7)]))
+            #expect(outcome == [.conflict(Record(path: "A/never", deleted: true, changeTag: 0))])
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func itemsOfOneBatchApplyInOrder(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let outcomes = try store.modify(user: "u", items: checked([fileRecord("A/same", "first"), fileRecord("A/same", "second")]))
+            let tag = try #require(savedTag(outcomes[0]))
+            guard case let .conflict(current) = outcomes[1] else { Issue.record("expected a conflict"); return }
+            #expect(current.changeTag == tag)
+            #expect(try content(of: current) == Array("first".utf8))
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func storesCompressedDataAsGiven(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let record = fileRecord("A/blob", randomBytes(10_000))
+            _ = try store.modify(user: "u", items: checked([record]))
+            let back = try store.changes(user: "u", after: 0, limit: unlimited).records
+            #expect(back.count == 1)
+            #expect(back[0].data == record.data)
+            var expected = record
+            expected.changeTag = back[0].changeTag
+            #expect(back[0] == expected)
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func feedKeepsLatestVersionsAndTombstonesInTagOrder(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let saved = try store.modify(user: "u", items: checked([fileRecord("A/a", "1"), fileRecord("A/b", "1"), fileRecord("A/c", "1")]))
+            let tags = saved.compactMap(savedTag)
+            // Edit a, delete b: the feed shows c, then a's new version, then b's tombstone.
+            let edits = try store.modify(user: "u", items: checked([fileRecord("A/a", "2", baseTag: tags[0]), tombstone("A/b", baseTag: tags[1])]))
+            let feed = try store.changes(user: "u", after: 0, limit: unlimited)
+            #expect(feed.records.map(\.path) == ["A/c", "A/a", "A/b"])
+            #expect(feed.records[2].deleted)
+            #expect(feed.records[2].data == nil)
+            #expect(feed.lastTag == edits.compactMap(savedTag).last)
+            #expect(!feed.more)
+            // After the first save's tags, only the edits remain.
+            let later = try store.changes(user: "u", after: tags[2], limit: unlimited)
+            #expect(later.records.map(\.path) == ["A/a", "A/b"])
+            // Nothing newer: an empty page that keeps the position.
+            let none = try store.changes(user: "u", after: feed.lastTag, limit: unlimited)
+            #expect(none.records.isEmpty && none.lastTag == feed.lastTag && !none.more)
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func tombstonesDropContent(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            var delete = fileRecord("A/gone", "content")
+            delete.deleted = true
+            delete.asset = Asset(id: "u1", size: 7, sha256: "00")
+            let outcome = try store.modify(user: "u", items: checked([delete]))
+            guard case let .saved(saved) = outcome[0] else { Issue.record("expected saved"); return }
+            #expect(saved.deleted && saved.asset == nil)
+            let back = try store.changes(user: "u", after: 0, limit: unlimited).records[0]
+            #expect(back.deleted && back.data == nil && back.asset == nil)
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func feedPagesStopAtTheRecordLimitOrPastTheDataLimit(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let records = (0..<25).map { fileRecord("A/\($0)", randomBytes(1000)) }
+            _ = try store.modify(user: "u", items: checked(records))
+            var after: Int64 = 0
+            var seen: [String] = []
+            var pages: [Int] = []
+            while true {
+                let page = try store.changes(user: "u", after: after, limit: PageLimit(records: 10, dataBytes: 1 << 30))
+                seen += page.records.map(\.path)
+                pages.append(page.records.count)
+                after = page.lastTag
+                if !page.more { break }
+            }
+            #expect(pages == [10, 10, 5])
+            #expect(seen == records.map(\.path))
+            // Each record's data is ~1000 bytes: a 2,500-byte cap stops after the third record.
+            let capped = try store.changes(user: "u", after: 0, limit: PageLimit(records: 100, dataBytes: 2_500))
+            #expect(capped.records.count == 3)
+            #expect(capped.more)
+            // One record larger than the cap still comes, alone.
+            let tiny = try store.changes(user: "u", after: 0, limit: PageLimit(records: 100, dataBytes: 1))
+            #expect(tiny.records.count == 1 && tiny.more)
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func lookupListsAPrefixAndItsSubtreeInPathOrder(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let paths = ["R/b", "R/b/c", "R/b/d/e", "R/b-x", "R/b.y", "R/bc", "R/a", "S/b", "R/b/\u{e9}"]
+            _ = try store.modify(user: "u", items: checked(paths.map { fileRecord($0, $0) }))
+            let listing = try store.records(user: "u", prefix: "R/b", after: nil, limit: unlimited, includeData: false)
+            #expect(listing.records.map(\.path) == ["R/b", "R/b/c", "R/b/d/e", "R/b/\u{e9}"])
+            #expect(listing.records.allSatisfy { $0.data == nil })
+            #expect(!listing.more)
+            let root = try store.records(user: "u", prefix: "R", after: nil, limit: unlimited, includeData: true)
+            #expect(root.records.map(\.path) == ["R/a", "R/b", "R/b-x", "R/b.y", "R/b/c", "R/b/d/e", "R/b/\u{e9}", "R/bc"])
+            #expect(try root.records.allSatisfy { try content(of: $0) == Array($0.path.utf8) })
+            let everything = try store.records(user: "u", prefix: nil, after: nil, limit: unlimited, includeData: false)
+            #expect(everything.records.count == paths.count)
+            // Paging: two at a time, each page continuing after the last path.
+            var after: String?
+            var pages: [[String]] = []
+            repeat {
+                let page = try store.records(user: "u", prefix: "R/b", after: after, limit: PageLimit(records: 2, dataBytes: 1 << 30), includeData: false)
+                pages.append(page.records.map(\.path))
+                after = page.more ? page.records.last?.path : nil
+            } while after != nil
+            #expect(pages == [["R/b", "R/b/c"], ["R/b/d/e", "R/b/\u{e9}"]])
+            #expect(try store.records(user: "u", prefix: "Q", after: nil, limit: unlimited, includeData: false).records.isEmpty)
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func usersDoNotSeeEachOthersRecords(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let alice = try store.modify(user: "alice", items: checked([fileRecord("A/shared", "alice's")]))
+            // Bob's first save of the same path is new to him: saved, not a conflict with Alice's.
+            let bob = try store.modify(user: "bob", items: checked([fileRecord("A/shared", "bob's")]))
+            #expect(savedTag(alice[0]) != nil && savedTag(bob[0]) != nil)
+            let aliceFeed = try store.changes(user: "alice", after: 0, limit: unlimited).records
+            let bobFeed = try store.changes(user: "bob", after: 0, limit: unlimited).records
+            #expect(try aliceFeed.map { try content(of: $0) } == [Array("alice's".utf8)])
+            #expect(try bobFeed.map { try content(of: $0) } == [Array("bob's".utf8)])
+            #expect(try store.records(user: "carol", prefix: nil, after: nil, limit: unlimited, includeData: false).records.isEmpty)
+            #expect(try store.changes(user: "carol", after: 0, limit: unlimited).records.isEmpty)
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func identityAndTagsSurviveReopening(kind: StoreKind) throws {
+        let made = try kind.make()
+        defer { withExtendedLifetime(made.keepAlive) {} }
+        let first = try made.store.modify(user: "u", items: checked([fileRecord("A/1", "x"), fileRecord("A/2", "y")]))
+        let id = made.store.storeID
+        // Delete the newest record's row? No: tombstones stay. Tags must still never repeat after reopening.
+        made.store.close()
+        let reopened = try made.reopen()
+        defer { reopened.close() }
+        #expect(reopened.storeID == id)
+        let next = try reopened.modify(user: "u", items: checked([fileRecord("A/3", "z")]))
+        #expect(try #require(savedTag(next[0])) > first.compactMap(savedTag).max()!)
+        #expect(try reopened.changes(user: "u", after: 0, limit: unlimited).records.count == 3)
+        #expect(try reopened.historyFloor() == 0)
+    }
+
+    @Test(arguments: StoreKind.all)
+    func separateStoresHaveSeparateIDs(kind: StoreKind) throws {
+        let one = try kind.make()
+        let two = try kind.make()
+        defer {
+            one.store.close()
+            two.store.close()
+            withExtendedLifetime((one.keepAlive, two.keepAlive)) {}
+        }
+        #expect(one.store.storeID != two.store.storeID)
+    }
+
+    @Test(arguments: StoreKind.all)
+    func concurrentBatchesGetDistinctTagsAndTheFeedSeesEachOnce(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let tags = Mutex<[Int64]>([])
+            let failures = Atomic<Int>(0)
+            DispatchQueue.concurrentPerform(iterations: 8) { worker in
+                for batch in 0..<10 {
+                    let records = (0..<20).map { fileRecord("W\(worker)/\(batch)/\($0)", "\(worker)-\(batch)-\($0)") }
+                    do {
+                        let outcomes = try store.modify(user: "u", items: checked(records))
+                        tags.withLock { $0 += outcomes.compactMap(savedTag) }
+                        // Readers run alongside the writer.
+                        _ = try store.changes(user: "u", after: 0, limit: PageLimit(records: 50, dataBytes: 1 << 30))
+                    } catch {
+                        failures.add(1, ordering: .relaxed)
+                    }
+                }
+            }
+            #expect(failures.load(ordering: .relaxed) == 0)
+            let all = tags.withLock { $0 }
+            #expect(all.count == 1600 && Set(all).count == 1600)
+            var after: Int64 = 0
+            var fed: [Int64] = []
+            while true {
+                let page = try store.changes(user: "u", after: after, limit: PageLimit(records: 333, dataBytes: 1 << 30))
+                fed += page.records.map(\.changeTag)
+                after = page.lastTag
+                if !page.more { break }
+            }
+            #expect(fed == all.sorted())
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func callsAfterCloseThrow(kind: StoreKind) throws {
+        let made = try kind.make()
+        defer { withExtendedLifetime(made.keepAlive) {} }
+        made.store.close()
+        #expect(throws: (any Error).self) { try made.store.changes(user: "u", after: 0, limit: unlimited) }
+        #expect(throws: (any Error).self) { try made.store.modify(user: "u", items: checked([fileRecord("A/x", "x")])) }
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+@testable import SinkiServer
+import SinkiRecord
+import SinkiSupport
+import SinkiTestSupport
+
+/// A server on 127.0.0.1, port 0, with its data in a fresh temporary folder; stopped when released.
+final class ServerFixture {
+    let directory: TemporaryDirectory
+    let server: SyncServer
+    let port: Int
+
+    init(threads: Int = 4, tokens: [String: ServerIdentity]? = nil, configure: (inout ServerConfiguration) -> Void = { _ in }) throws {
+        directory = TemporaryDirectory("sinki-server")
+        var configuration = ServerConfiguration(listen: "127.0.0.1:0", dataDirectory: directory.child("data"), threads: threads, tokens: tokens)
+        configure(&configuration)
+        server = try SyncServer(configuration: configuration, logger: testLogger())
+        try server.start()
+        port = server.boundPort
+    }
+
+    deinit { server.stop() }
+
+    func connect() throws -> TestConnection { try TestConnection(port: port) }
+
+    /// One request on a fresh connection.
+    func request(_ method: String, _ target: String, token: String? = nil, headers: [(String, String)] = [],
+                 body: [UInt8]? = nil) throws -> TestResponse {
+        var all = headers
+        if let token { all.append(("Authorization", "Bearer \(token)")) }
+        return try connect().request(method, target, headers: all, body: body)
+    }
+
+    func modify(_ records: [Record], token: String? = nil) throws -> [ModifyResult] {
+        try request("POST", "/v1/records/modify", token: token, headers: [("Content-Type", "application/json")],
+                    body: ModifyRequest(records: records).jsonBytes).modifyResults()
+    }
+
+    func changes(since: String? = nil, wait: Int? = nil, limit: Int? = nil, token: String? = nil) throws -> RecordPage {
+        try request("GET", changesTarget(since: since, wait: wait, limit: limit), token: token).page()
+    }
+}
+
+func changesTarget(since: String? = nil, wait: Int? = nil, limit: Int? = nil) -> String {
+    var query: [String] = []
+    if let since { query.append("since=\(encoded(since))") }
+    if let wait { query.append("wait=\(wait)") }
+    if let limit { query.append("limit=\(limit)") }
+    return "/v1/changes" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
+}
+
+/// Warnings and errors only, unless SINKI_TEST_LOG names a level.
+func testLogger() -> Logger {
+    let level = ProcessInfo.processInfo.environment["SINKI_TEST_LOG"].flatMap(LogLevel.init(name:)) ?? .warning
+    return Logger(label: "server-test", level: level)
+}
+
