@@ -65,7 +65,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
         self.port = port
     }
 
-    /// Parses `HOST:PORT` or `[V6]:PORT`; nil when it is not one (port 1–65535 required).
+    /// Parses `HOST:PORT` or `[V6]:PORT`; nil when it is not one. Port 0 lets the kernel pick (tests).
     public init?(parsing text: String) {
         let host: Substring, portText: Substring
         if text.hasPrefix("[") {
@@ -78,7 +78,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
             portText = text[text.index(after: colon)...]
         }
         guard !host.isEmpty, !host.contains(where: { $0 == " " || $0 == "/" }),
-              portText.allSatisfy(\.isASCII), let port = UInt16(portText), port > 0 else { return nil }
+              portText.allSatisfy(\.isASCII), let port = UInt16(portText) else { return nil }
         self.host = String(host)
         self.port = port
     }

@@ -162,7 +162,7 @@ enum Checks {
 
     static func listenAddress(_ text: String) throws(ValueError) -> ListenAddress {
         guard let address = ListenAddress(parsing: text) else {
-            throw ValueError("expected HOST:PORT with a port from 1 to 65535 (127.0.0.1:7071, [::1]:7071)")
+            throw ValueError("expected HOST:PORT with a port from 0 to 65535 (127.0.0.1:7071, [::1]:7071)")
         }
         return address
     }

@@ -7,7 +7,7 @@ public final class LoopSleeper {
     public init(loop: EventLoop) { self.loop = loop }
 
     /// Sleeps `milliseconds`; returns false when woken early by `wakeAll()`.
-    nonisolated(nonsending) public func sleep(milliseconds: UInt64) async -> Bool {
+    public func sleep(milliseconds: UInt64, isolation: isolated (any Actor)? = #isolation) async -> Bool {
         loop.checkIsolated()
         let id = nextID
         nextID += 1

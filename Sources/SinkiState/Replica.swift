@@ -19,6 +19,11 @@ public struct RootSpec: Sendable, Equatable {
 public struct Conflict: Sendable, Equatable {
     public var local: KnownFile
     public var remote: Record
+
+    public init(local: KnownFile, remote: Record) {
+        self.local = local
+        self.remote = remote
+    }
 }
 
 /// The local copy of every synced root: the disk and the state database, kept in step.

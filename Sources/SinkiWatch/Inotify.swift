@@ -23,9 +23,10 @@ public final class Inotify: Sendable {
     public let fd: Int32
     private let table = Mutex(WatchTable())
 
-    /// The events sinkid listens for on every directory.
+    /// The events sinkid listens for on every directory. No IN_DONT_FOLLOW: the watch goes through
+    /// the `/proc/self/fd` link on purpose, which resolves to exactly the directory that was opened.
     public static let mask: UInt32 = UInt32(IN_CREATE | IN_DELETE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO
-        | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW) | UInt32(IN_EXCL_UNLINK)
+        | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR) | UInt32(IN_EXCL_UNLINK)
 
     struct WatchTable {
         var byDescriptor: [Int32: (root: Int, relative: String)] = [:]

@@ -1,1 +1,4 @@
+import Glibc
 import SinkiCLI
+
+exit(SinkidCommand.main(CommandLine.arguments))

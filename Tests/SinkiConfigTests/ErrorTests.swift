@@ -50,7 +50,7 @@ import Testing
         Case(text: "[server]\nurl = ftp://example.net", line: 2,
              message: "bad URL \"ftp://example.net\" for url: expected http://HOST[:PORT] or https://HOST[:PORT]", code: .badValue),
         Case(text: "[server]\nlisten = 7071", line: 2,
-             message: "bad address \"7071\" for listen: expected HOST:PORT with a port from 1 to 65535 (127.0.0.1:7071, [::1]:7071)", code: .badValue),
+             message: "bad address \"7071\" for listen: expected HOST:PORT with a port from 0 to 65535 (127.0.0.1:7071, [::1]:7071)", code: .badValue),
         Case(text: "[agent]\nlog-level = verbose", line: 2,
              message: "unknown log level \"verbose\"; use debug, info, warning, error", code: .badValue),
         Case(text: "[agent]\nlog-level = inof", line: 2, message: "unknown log level \"inof\"; did you mean \"info\"?", code: .badValue),

@@ -136,7 +136,7 @@ import Testing
         #expect(failure(Overrides(server: "https://")) == "--server: bad URL \"https://\": no host")
         #expect(failure(Overrides(logLevel: "warnnig")) == "--log-level: unknown log level \"warnnig\"; did you mean \"warning\"?")
         #expect(failure(Overrides(device: "")) == "--device: bad device name \"\": empty")
-        #expect(failure(Overrides(listen: "localhost")) == "--listen: bad address \"localhost\": expected HOST:PORT with a port from 1 to 65535 (127.0.0.1:7071, [::1]:7071)")
+        #expect(failure(Overrides(listen: "localhost")) == "--listen: bad address \"localhost\": expected HOST:PORT with a port from 0 to 65535 (127.0.0.1:7071, [::1]:7071)")
         #expect(failure(Overrides(roots: ["/a", "/a/"])) == nil, "the same folder twice counts once")
     }
 

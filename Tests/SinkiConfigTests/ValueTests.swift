@@ -117,7 +117,7 @@ import Testing
         #expect(ListenAddress(parsing: "[::1]:8080") == ListenAddress(host: "::1", port: 8080))
         #expect(ListenAddress(parsing: "[::1]:8080")?.description == "[::1]:8080")
         #expect(ListenAddress(parsing: "localhost:1")?.host == "localhost")
-        for bad in ["7071", ":7071", "host:", "host:0", "host:65536", "::1:80", "[::1]8080", "a b:1"] {
+        for bad in ["7071", ":7071", "host:", "host:65536", "::1:80", "[::1]8080", "a b:1"] {
             #expect(ListenAddress(parsing: bad) == nil)
         }
     }

@@ -61,7 +61,8 @@ struct ModifyRoute: Route {
     }
 }
 
-/// `GET /v1/changes?since=TOKEN&wait=SECONDS&limit=N`: the change feed, long-polling when nothing is new.
+/// `GET /v1/changes?since=TOKEN&wait=SECONDS&limit=N&omitDataFrom=DEVICE`: the change feed, long-polling
+/// when nothing is new.
 struct ChangesRoute: Route {
     let store: any RecordStore
     let limits: ServerLimits
@@ -79,9 +80,15 @@ struct ChangesRoute: Route {
         let limit = PageLimit(records: count, dataBytes: limits.maxPageDataBytes)
         let user = request.identity.user
         let store = self.store
+        // A writer already has the content of its own records: the feed it reads leaves it out.
+        let omitDataFrom = try request.query("omitDataFrom").flatMap { $0.isEmpty ? nil : $0 }
         func page(_ batch: ChangeBatch) -> Response {
             let token = ChangeToken(storeID: since.storeID, tag: batch.lastTag)
-            return .json(RecordPage(records: batch.records, token: token.text, more: batch.more).jsonBytes)
+            var records = batch.records
+            if let omitDataFrom {
+                for index in records.indices where records[index].device == omitDataFrom { records[index].data = nil }
+            }
+            return .json(RecordPage(records: records, token: token.text, more: batch.more).jsonBytes)
         }
         let empty = page(ChangeBatch(records: [], lastTag: since.tag, more: false))
         guard wait > 0 else { return .response(page(try store.changes(user: user, after: since.tag, limit: limit))) }

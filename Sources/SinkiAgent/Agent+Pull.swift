@@ -1,0 +1,76 @@
+import SinkiLoop
+import SinkiRecord
+import SinkiState
+import SinkiSupport
+import SinkiTransfer
+
+extension Agent {
+    /// Follows the change feed: catch-up pages at once, then long-polls that hold no thread here
+    /// or on the server. On failure: one log line, then growing jittered retries.
+    func pullLoop() async {
+        guard let replica, let client, let sleeper else { return }
+        while !stopping {
+            do {
+                let token = try await replica.feedToken(server: feedKey)
+                let page = try await client.changes(since: token, wait: caughtUp ? configuration.pollWaitSeconds : 0, limit: 1000)
+                connected()
+                try await absorb(page)
+                if !page.more && !caughtUp {
+                    caughtUp = true
+                    logger.info("up to date with \(serverURL)")
+                }
+                pumpPush()
+            } catch let error as SyncError {
+                if stopping { return }
+                if case .transport(.cancelled) = error { return }
+                if error.isStaleToken {
+                    logger.warning("the server does not know our change token (\(error)); reading its feed from the start")
+                    try? await replica.resetFeed()
+                    continue
+                }
+                if case .transport = error { disconnected(error) } else { logger.error("\(error)") }
+                _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
+            } catch {
+                if stopping { return }
+                logger.error("cannot apply remote changes: \(error)")
+                _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
+            }
+        }
+    }
+
+    /// Applies one feed page. Content that is not inline is fetched first, so the stored token
+    /// never moves past a record that did not reach the disk.
+    func absorb(_ page: RecordPage) async throws {
+        guard let replica, let client else { return }
+        var records = page.records
+        let missing = try await replica.missingContent(records)
+        for index in missing {
+            if let full = try await client.record(at: records[index].path), full.changeTag == records[index].changeTag {
+                records[index] = full
+            }
+        }
+        let report = try await replica.apply(records, token: page.token)
+        try await settle(report)
+    }
+
+    /// Logs what an apply did and settles its conflicts.
+    func settle(_ report: ApplyReport) async throws {
+        guard let replica else { return }
+        if !report.applied.isEmpty {
+            logger.debug("applied \(report.applied.count) remote change(s)")
+        }
+        if !report.conflicts.isEmpty {
+            let resolved = try await replica.resolveKeepingBoth(report.conflicts)
+            if !resolved.needContent.isEmpty, let client {
+                var fetched: [Conflict] = []
+                for record in resolved.needContent {
+                    if let full = try await client.record(at: record.path), let local = try await replica.knownFile(record.path) {
+                        fetched.append(Conflict(local: local, remote: full))
+                    }
+                }
+                _ = try await replica.resolveKeepingBoth(fetched)
+            }
+            pumpPush()
+        }
+    }
+}

@@ -1,0 +1,221 @@
+import Glibc
+import SinkiLoop
+import SinkiRecord
+import SinkiServer
+import SinkiState
+import SinkiSupport
+import SinkiTransfer
+import SinkiWatch
+
+/// A failure that stops the agent, with the exit code it maps to (design §1).
+public struct AgentError: Error, Sendable, CustomStringConvertible {
+    public var code: ExitCode
+    public var message: String
+    public init(_ code: ExitCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+    public var description: String { message }
+}
+
+/// The sync agent: one actor on the event loop that owns the watcher, the HTTP client, timers and
+/// signals, and hands blocking work to the replica (design §4).
+///
+/// A change flows: inotify → `Watcher` batch → `Replica.check` (hash, outbox) → `pumpPush` →
+/// modify request; and back: change feed → `Replica.apply` (temp file, rename, syncfs, database).
+public actor Agent {
+    public nonisolated let loop: EventLoop
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+
+    let configuration: AgentConfiguration
+    let logger: Logger
+    var serverURL: String
+    /// Which server the stored change token belongs to (the embedded one may change ports).
+    var feedKey: String { configuration.serverURL ?? "embedded" }
+
+    var replica: Replica?
+    var watcher: Watcher?
+    var client: SyncClient?
+    var sleeper: LoopSleeper?
+    var signals: [LoopSignal] = []
+    var server: SyncServer?
+    var lock: FileDescriptor?
+
+    var stopping = false
+    /// The change feed has been read to its end once since start: pushes may begin.
+    var caughtUp = false
+    /// nil until the first contact; false while the server cannot be reached.
+    var reachable: Bool?
+    var backoff = Backoff()
+    var pullTask: Task<Void, Never>?
+    var pushTasks: [Int: Task<Void, Never>] = [:]
+    var nextPushID = 0
+    var preparingPush = false
+    var inFlightPaths = Set<String>()
+    var finished: CheckedContinuation<ExitCode, Never>?
+    var exitCode = ExitCode.success
+
+    public init(configuration: AgentConfiguration, loop: EventLoop, logger: Logger) {
+        self.configuration = configuration
+        self.loop = loop
+        self.logger = logger
+        serverURL = configuration.effectiveServerURL
+    }
+
+    /// Runs until a signal or `stop()`; returns the process exit code.
+    public func run() async -> ExitCode {
+        do {
+            try setUp()
+        } catch let error as AgentError {
+            logger.error(error.message)
+            tearDown()
+            return error.code
+        } catch {
+            logger.error("\(error)")
+            tearDown()
+            return .software
+        }
+        Task { await self.start() }
+        let code = await withCheckedContinuation { finished = $0 }
+        tearDown()
+        return code
+    }
+
+    /// Ends the agent: the current write finishes, state is saved, `run()` returns 0.
+    public func stop() {
+        guard !stopping else { return }
+        stopping = true
+        logger.info("stopping")
+        watcher?.stop()
+        pullTask?.cancel()
+        sleeper?.wakeAll()
+        for task in pushTasks.values { task.cancel() }
+        finishIfIdle()
+    }
+
+    func finishIfIdle() {
+        guard stopping, pushTasks.isEmpty, !preparingPush, let finished else { return }
+        self.finished = nil
+        finished.resume(returning: exitCode)
+    }
+
+    private func setUp() throws {
+        try makeStateDirectory()
+        if configuration.serverURL == nil { try startEmbeddedServer() }
+        let inotify: Inotify
+        do { inotify = try Inotify() } catch { throw AgentError(.software, "cannot start inotify: \(error)") }
+        do {
+            replica = try Replica(statePath: configuration.stateDirectory + "/state.db", roots: configuration.roots,
+                                  device: configuration.device, inotify: inotify, logger: logger.child("replica"),
+                                  typeFor: configuration.typeFor)
+        } catch let error as SystemError {
+            throw AgentError(.usage, "cannot open root \(error.path.map(quoted) ?? ""): \(error.message)")
+        } catch {
+            throw AgentError(.ioError, "cannot open the state database in \(configuration.stateDirectory): \(error)")
+        }
+        let http = HTTPClient(loop: loop, logger: logger.child("http"))
+        client = SyncClient(http: http, base: serverURL, token: configuration.token, device: configuration.device)
+        sleeper = LoopSleeper(loop: loop)
+        let watcher = Watcher(loop: loop, inotify: inotify, delayMilliseconds: configuration.watchDelayMilliseconds,
+                              logger: logger.child("watch"))
+        self.watcher = watcher
+        do {
+            try watcher.start { [unowned self] batch in
+                self.assumeIsolated { $0.handleWatch(batch) }
+            }
+        } catch {
+            throw AgentError(.software, "cannot poll inotify: \(error)")
+        }
+        for number in [SIGTERM, SIGINT] {
+            signals.append(LoopSignal(loop: loop, signal: number) { [unowned self] in
+                self.assumeIsolated { $0.stop() }
+            })
+        }
+    }
+
+    private func makeStateDirectory() throws {
+        let path = configuration.stateDirectory
+        var built = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            built += "/" + component
+            if mkdir(built, 0o700) != 0 && errno != EEXIST {
+                throw AgentError(.ioError, "cannot create the state folder \(quoted(path)): \(SystemError("mkdir", errno: errno).message)")
+            }
+        }
+        // One agent per state folder: a second would corrupt the first one's view of the disk.
+        let lockPath = path + "/agent.lock"
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw AgentError(.ioError, "cannot open \(quoted(lockPath)): \(SystemError("open", errno: errno).message)") }
+        lock = FileDescriptor(raw: fd, path: lockPath)
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            throw AgentError(.temporaryFailure, "another sinkid is already running with the state folder \(quoted(path))")
+        }
+    }
+
+    private func startEmbeddedServer() throws {
+        let configuration = ServerConfiguration(listen: self.configuration.listen,
+                                                dataDirectory: self.configuration.stateDirectory + "/server")
+        do {
+            let server = try SyncServer(configuration: configuration, logger: logger.child("server"))
+            try server.start()
+            self.server = server
+            // With port 0 the kernel picked one: talk to that.
+            let host = self.configuration.listen.hasPrefix("0.0.0.0:") ? "127.0.0.1"
+                : String(self.configuration.listen[..<(self.configuration.listen.lastIndex(of: ":") ?? self.configuration.listen.endIndex)])
+            serverURL = "http://\(host):\(server.boundPort)"
+            logger.info("embedded server listening on \(host):\(server.boundPort)")
+        } catch {
+            throw AgentError(.unavailable, "cannot run the embedded server on \(self.configuration.listen): \(error) "
+                + "(is another sinkid using it? then pass --server http://\(self.configuration.listen))")
+        }
+    }
+
+    private func tearDown() {
+        watcher?.stop()
+        watcher = nil
+        signals.removeAll()
+        server?.stop()
+        server = nil
+    }
+
+    private func start() async {
+        guard let replica else { return }
+        do {
+            try await replica.bindServer(feedKey)
+            let started = Clock.monotonic()
+            var queued = 0
+            for index in configuration.roots.indices {
+                let report = try await replica.reconcile(root: index, under: "")
+                queued += report.queued
+                if report.watchLimitHit { warnWatchLimit() }
+            }
+            let elapsed = Double(Clock.monotonic() - started) / 1e9
+            logger.info("scanned \(configuration.roots.count) root(s) in \(String(format: "%.2f", elapsed)) s; \(queued) local change(s) to send")
+        } catch {
+            logger.error("initial scan failed: \(error)")
+            exitCode = .ioError
+            stop()
+            return
+        }
+        pullTask = Task { await self.pullLoop() }
+    }
+
+    func warnWatchLimit() {
+        logger.warning("the inotify watch limit is reached: raise it with sysctl fs.inotify.max_user_watches; some folders are not watched")
+    }
+
+    // MARK: server reachability
+
+    func connected() {
+        if reachable == false { logger.info("server \(serverURL) reachable again") }
+        reachable = true
+        backoff.reset()
+    }
+
+    func disconnected(_ error: any Error) {
+        if reachable != false {
+            logger.warning("server \(serverURL) unreachable: \(error); retrying with backoff")
+        }
+        reachable = false
+    }
+}

@@ -1,0 +1,53 @@
+import SinkiRecord
+import SinkiState
+import SinkiSupport
+
+/// Everything the agent needs to run, resolved from flags and the config file.
+public struct AgentConfiguration: Sendable {
+    public var roots: [RootSpec]
+    /// The server to sync through; nil runs the embedded server on `listen`.
+    public var serverURL: String?
+    /// The embedded server's address (design §1: `127.0.0.1:7071`).
+    public var listen: String
+    public var stateDirectory: String
+    public var device: String
+    /// Bearer token sent on every request.
+    public var token: String?
+    /// How long a file written without a close must be quiet before it is read (`[watch] delay`).
+    public var watchDelayMilliseconds: UInt64
+    /// Seconds a change-feed request waits on the server when nothing is new.
+    public var pollWaitSeconds: Int
+    /// Records and content bytes per modify request.
+    public var batchRecords: Int
+    public var batchBytes: Int
+    /// The merge type stamped on a file's record.
+    public var typeFor: @Sendable (String) -> String
+    public var logLevel: LogLevel = .info
+    /// Config lines that are allowed but probably wrong, logged at start.
+    public var warnings: [String] = []
+
+    public init(roots: [RootSpec], serverURL: String? = nil, listen: String = "127.0.0.1:7071", stateDirectory: String,
+                device: String, token: String? = nil, watchDelayMilliseconds: UInt64 = 50, pollWaitSeconds: Int = 300,
+                batchRecords: Int = 1000, batchBytes: Int = 8 << 20,
+                typeFor: @escaping @Sendable (String) -> String = { _ in Record.defaultType }) {
+        self.roots = roots
+        self.serverURL = serverURL
+        self.listen = listen
+        self.stateDirectory = stateDirectory
+        self.device = device
+        self.token = token
+        self.watchDelayMilliseconds = watchDelayMilliseconds
+        self.pollWaitSeconds = pollWaitSeconds
+        self.batchRecords = batchRecords
+        self.batchBytes = batchBytes
+        self.typeFor = typeFor
+    }
+
+    /// The URL the agent talks to: the configured server, or the embedded one.
+    public var effectiveServerURL: String {
+        if let serverURL { return serverURL.hasSuffix("/") ? String(serverURL.dropLast()) : serverURL }
+        var host = listen
+        if host.hasPrefix("0.0.0.0:") { host = "127.0.0.1:" + host.dropFirst(8) }
+        return "http://" + host
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import SinkiAgent
+import SinkiConfig
+import SinkiRecord
+import SinkiLoop
+import SinkiState
+import SinkiSupport
+import Synchronization
+
+/// `sinkid [run] --root PATH...`: the agent in the foreground.
+enum RunCommand {
+    static let valued = ["root", "server", "listen", "state", "device", "token-file", "config", "log-level"]
+    static let boolean = ["help"]
+
+    static func run(_ words: [String]) throws(UsageError) -> ExitCode {
+        let arguments = try Arguments(words, valued: valued, boolean: boolean)
+        if arguments.has("help") {
+            print(Help.run)
+            return .success
+        }
+        if let extra = arguments.positional.first { throw UsageError("unexpected argument \(extra) (roots are given with --root)") }
+        let configuration = try resolve(arguments)
+        let logger = Logger(label: "sinkid", level: configuration.logLevel)
+        for warning in configuration.warnings { logger.warning(warning) }
+        let loop = EventLoop()
+        let agent = Agent(configuration: configuration, loop: loop, logger: logger)
+        let code = Mutex(ExitCode.success)
+        Task {
+            let result = await agent.run()
+            code.withLock { $0 = result }
+            loop.stop()
+        }
+        loop.run()
+        return code.withLock { $0 }
+    }
+
+    static func logLevel(_ name: String?) throws(UsageError) -> LogLevel {
+        guard let name else { return .info }
+        guard let level = LogLevel(name: name) else {
+            throw UsageError("unknown log level \(name) (debug, info, warning, error)")
+        }
+        return level
+    }
+
+    /// The config file, flags over it, and defaults (design §1).
+    static func resolve(_ arguments: Arguments) throws(UsageError) -> AgentConfiguration {
+        let overrides = Overrides(configFile: arguments.value("config"), stateDirectory: arguments.value("state"),
+                                  server: arguments.value("server"), roots: arguments.values("root"),
+                                  device: arguments.value("device"), logLevel: arguments.value("log-level"),
+                                  tokenFile: arguments.value("token-file"), listen: arguments.value("listen"))
+        let resolved: ResolvedConfig
+        do { resolved = try ResolvedConfig.resolve(overrides, environment: .current()) } catch {
+            throw UsageError(error.description, code: error.exitCode)
+        }
+        let config = resolved.config
+        if config.roots.isEmpty { throw UsageError("no root to sync: give one with --root PATH or a [root NAME] section in the config") }
+        for root in config.roots {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw UsageError("root \(root.path) is not a directory")
+            }
+        }
+        var token: String?
+        if let file = config.server.tokenFile {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw UsageError("cannot read the token file \(file)", code: .config)
+            }
+            token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            if token?.isEmpty == true { throw UsageError("the token file \(file) is empty", code: .config) }
+        }
+        let typeFor: @Sendable (String) -> String = { path in
+            guard let checked = try? RecordPath(validating: path) else { return Record.defaultType }
+            return config.ruleFor(path: checked).rule.rawValue
+        }
+        var configuration = AgentConfiguration(
+            roots: config.roots.map { RootSpec(name: $0.name, path: $0.path) }, serverURL: config.server.url,
+            listen: config.server.listen.description, stateDirectory: resolved.stateDirectory, device: resolved.device,
+            token: token, typeFor: typeFor)
+        configuration.watchDelayMilliseconds = UInt64(config.watch.delay.components.seconds * 1000
+            + config.watch.delay.components.attoseconds / 1_000_000_000_000_000)
+        configuration.warnings = resolved.warnings
+        configuration.logLevel = resolved.logLevel
+        return configuration
+    }
+
+    static func absolute(_ path: String) -> String {
+        let joined = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        return URL(fileURLWithPath: joined).standardizedFileURL.path
+    }
+}

@@ -1,0 +1,67 @@
+import Glibc
+import SinkiSupport
+
+/// The `sinkid` command line (design §1).
+public enum SinkidCommand {
+    public static let version = "0.1.0"
+
+    static let commands = ["run", "serve", "help"]
+
+    /// Runs the command line and returns the process exit code.
+    public static func main(_ arguments: [String]) -> Int32 {
+        // A peer that hangs up mid-response must not kill the process.
+        signal(SIGPIPE, SIG_IGN)
+        // A parent may start us with these blocked (a mask inherited through a worker thread);
+        // then SIGTERM would never reach the agent's handler.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for number in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&signals, number) }
+        pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+        var words = Array(arguments.dropFirst())
+        if words.first == "--version" || words.first == "version" {
+            print("sinkid \(version)")
+            return ExitCode.success.rawValue
+        }
+        if words.isEmpty || words.first == "--help" || words.first == "-h" {
+            print(Help.overview)
+            return words.isEmpty ? ExitCode.usage.rawValue : ExitCode.success.rawValue
+        }
+        let command: String
+        if let first = words.first, !first.hasPrefix("-") {
+            command = first
+            words.removeFirst()
+        } else {
+            command = "run"
+        }
+        do {
+            switch command {
+            case "run": return try RunCommand.run(words).rawValue
+            case "serve": return try ServeCommand.run(words).rawValue
+            case "help":
+                guard let topic = words.first else { print(Help.overview); return 0 }
+                guard let text = Help.command(topic) else { throw UsageError(unknownCommand(topic)) }
+                print(text)
+                return 0
+            default:
+                throw UsageError(unknownCommand(command))
+            }
+        } catch let error as UsageError {
+            printError(error.message)
+            return error.code.rawValue
+        } catch {
+            printError("\(error)")
+            return ExitCode.software.rawValue
+        }
+    }
+
+    static func unknownCommand(_ word: String) -> String {
+        var message = "unknown command \(word)"
+        if let guess = nearest(word, in: commands) { message += "; did you mean \(guess)?" }
+        return message + " (see sinkid --help)"
+    }
+
+    static func printError(_ message: String) {
+        var line = Array("sinkid: \(message)\n".utf8)
+        _ = line.withUnsafeMutableBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    }
+}

@@ -1,0 +1,189 @@
+"""Shared pieces of the sinki benchmarks: processes, temporary trees, timing, peers.
+
+Every benchmark runs sinkid and the peers in the same sequence, several times, and prints median and
+minimum with the ratio against each peer measured in the same run.
+"""
+import os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def sinkid():
+    path = os.environ.get("SINKID") or os.path.join(REPO, ".build", "release", "sinkid")
+    if not os.access(path, os.X_OK):
+        sys.exit(f"bench: {path} not found; run bench/run (it builds with -c release)")
+    return path
+
+
+def have(tool):
+    return shutil.which(tool) is not None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proc:
+    """A process started by a benchmark, output to a log file, stopped by pid."""
+
+    def __init__(self, argv, log, env=None, cwd=None):
+        self.log_path = log
+        self.log = open(log, "wb")
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.p = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=full_env, cwd=cwd,
+                                  start_new_session=True)
+
+    def text(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def wait_for(self, pattern, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = re.search(pattern, self.text())
+            if m:
+                return m
+            if self.p.poll() is not None:
+                raise RuntimeError(f"{self.p.args[0]} exited early:\n{self.text()[-3000:]}")
+            time.sleep(0.01)
+        raise TimeoutError(f"waiting for {pattern!r} in {self.log_path}:\n{self.text()[-3000:]}")
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        if self.p.poll() is None:
+            try:
+                os.killpg(self.p.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+        self.log.close()
+
+
+def make_tree(root, dirs, files_per_dir, size, seed=1):
+    """dirs × files_per_dir files of `size` random bytes."""
+    os.makedirs(root, exist_ok=True)
+    for d in range(dirs):
+        dp = os.path.join(root, f"d{d:03}")
+        os.makedirs(dp, exist_ok=True)
+        for f in range(files_per_dir):
+            with open(os.path.join(dp, f"f{f:04}.bin"), "wb") as out:
+                out.write(os.urandom(size))
+
+
+def count_files(root):
+    """Regular files below root (sinkid's and syncthing's temporary names excluded), cheaply."""
+    total = 0
+    try:
+        stack = [root]
+        while stack:
+            path = stack.pop()
+            with os.scandir(path) as it:
+                for e in it:
+                    if e.name.startswith(".sinki-tmp-") or e.name.startswith(".syncthing.") or e.name.startswith("~syncthing~"):
+                        continue
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                    elif e.is_file(follow_symlinks=False):
+                        total += 1
+    except FileNotFoundError:
+        pass
+    return total
+
+
+def trees_equal(a, b):
+    r = subprocess.run(["diff", "-rq", "--no-dereference", a, b], capture_output=True, text=True)
+    extra = [l for l in r.stdout.splitlines() if ".sinki-tmp-" not in l and ".stfolder" not in l and ".stversions" not in l]
+    return not extra, extra[:5]
+
+
+def wait_count(root, expected, timeout=120, interval=0.01):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if count_files(root) >= expected:
+            return time.monotonic()
+        time.sleep(interval)
+    raise TimeoutError(f"{root} reached only {count_files(root)} of {expected} files")
+
+
+def drop_caches_hint():
+    # Not dropping caches: every contender gets the same warm page cache for its source.
+    pass
+
+
+def summarize(name, samples):
+    if not samples:
+        return None
+    return {"name": name, "median": statistics.median(samples), "min": min(samples), "runs": len(samples)}
+
+
+def print_table(title, rows, unit="s", ours="sinkid"):
+    print(f"\n{title}")
+    base = next((r for r in rows if r and r["name"] == ours), None)
+    print(f"  {'tool':<22}{'median':>10}{'min':>10}{'runs':>6}   {'sinkid is':>12}")
+    for r in rows:
+        if not r:
+            continue
+        ratio = ""
+        if base and r is not base and base["median"] > 0:
+            ratio = f"{r['median'] / base['median']:.2f}x faster" if r["median"] >= base["median"] else f"{base['median'] / r['median']:.2f}x slower"
+        print(f"  {r['name']:<22}{r['median']:>9.3f}{unit}{r['min']:>9.3f}{unit}{r['runs']:>6}   {ratio:>12}")
+
+
+class Scratch:
+    """A temporary folder on the same file system as the benchmark's trees."""
+
+    def __init__(self, label):
+        base = os.environ.get("SINKI_BENCH_DIR") or tempfile.gettempdir()
+        self.path = tempfile.mkdtemp(prefix=f"sinki-bench-{label}-", dir=base)
+
+    def __call__(self, *parts):
+        return os.path.join(self.path, *parts)
+
+    def close(self):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class SinkiPair:
+    """A sinki server and two agents (A and B) on roots named `root_name`, idle and caught up."""
+
+    def __init__(self, scratch, root_name, extra_agent_args=()):
+        self.s = scratch
+        self.port = free_port()
+        os.makedirs(scratch("server"), exist_ok=True)
+        self.server = Proc([sinkid(), "serve", "--listen", f"127.0.0.1:{self.port}", "--data", scratch("server"),
+                            "--log-level", "warning"], scratch("server.log"))
+        time.sleep(0)
+        self.wait_listen()
+        self.roots = {}
+        self.agents = {}
+        for name in ("B", "A"):
+            root = scratch(name, root_name)
+            os.makedirs(root, exist_ok=True)
+            self.roots[name] = root
+            self.agents[name] = Proc([sinkid(), "--root", root, "--server", f"http://127.0.0.1:{self.port}",
+                                      "--state", scratch(name, "state"), "--device", name, "--log-level", "info",
+                                      *extra_agent_args], scratch(f"agent-{name}.log"))
+        for agent in self.agents.values():
+            agent.wait_for(r"up to date with")
+
+    def wait_listen(self, timeout=15):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.01)
+        raise TimeoutError("sinkid serve did not listen:\n" + self.server.text())
+
+    def stop(self):
+        for agent in self.agents.values():
+            agent.stop()
+        self.server.stop()

@@ -1,0 +1,132 @@
+"""W1: 10,000 files of 4 KiB in 100 folders, from A to B, until B is identical.
+
+sinkid: a server and agents A and B on loopback, both idle; the tree is renamed into A's root
+(instant) and the clock stops when B holds every file (then B is compared byte for byte).
+Peers, in the same sequence, each run: rsync -a, Unison, rclone bisync (one-shot copies of a
+ready tree), lsyncd (delay 0) and Syncthing (two instances on loopback, tree renamed in as for
+sinkid). Median and minimum of --runs runs.
+"""
+import argparse, json, os, shutil, subprocess, sys, time
+import harness as h
+
+DIRS, FILES, SIZE = 100, 100, 4096
+TOTAL = DIRS * FILES
+
+
+def run_sinkid(template, scratch):
+    pair = h.SinkiPair(scratch, "W1")
+    try:
+        staged = scratch("staged")
+        shutil.copytree(template, staged)
+        t0 = time.monotonic()
+        os.rename(staged, os.path.join(pair.roots["A"], "tree"))
+        t1 = h.wait_count(pair.roots["B"], TOTAL)
+        ok, diff = h.trees_equal(os.path.join(pair.roots["A"], "tree"), os.path.join(pair.roots["B"], "tree"))
+        if not ok:
+            raise RuntimeError(f"sinkid: B differs from A: {diff}")
+        return t1 - t0
+    finally:
+        pair.stop()
+
+
+def run_rsync(template, scratch):
+    t0 = time.monotonic()
+    subprocess.run(["rsync", "-a", template + "/", scratch("dst") + "/"], check=True)
+    return time.monotonic() - t0
+
+
+def run_unison(template, scratch):
+    a, b = scratch("a"), scratch("b")
+    shutil.copytree(template, a)
+    os.makedirs(b)
+    env = dict(os.environ, UNISON=scratch("unison-home"))
+    t0 = time.monotonic()
+    subprocess.run(["unison", a, b, "-batch", "-auto", "-silent", "-ui", "text", "-times"], check=True, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.monotonic() - t0
+
+
+def run_rclone(template, scratch):
+    a, b = scratch("a"), scratch("b")
+    shutil.copytree(template, a)
+    os.makedirs(b)
+    env = dict(os.environ, RCLONE_CONFIG=scratch("rclone.conf"), XDG_CACHE_HOME=scratch("cache"))
+    t0 = time.monotonic()
+    subprocess.run(["rclone", "bisync", a, b, "--resync", "-q"], check=True, env=env)
+    return time.monotonic() - t0
+
+
+def run_lsyncd(template, scratch):
+    a, b = scratch("a"), scratch("b")
+    os.makedirs(a)
+    os.makedirs(b)
+    conf = scratch("lsyncd.conf")
+    with open(conf, "w") as f:
+        f.write('settings { nodaemon = true, statusInterval = 3600 }\n'
+                f'sync {{ default.rsync, source = "{a}", target = "{b}", delay = 0 }}\n')
+    proc = h.Proc(["lsyncd", conf], scratch("lsyncd.log"))
+    try:
+        proc.wait_for(r"Startup of .* finished|Normal: Startup", timeout=30)
+        staged = scratch("staged")
+        shutil.copytree(template, staged)
+        t0 = time.monotonic()
+        os.rename(staged, os.path.join(a, "tree"))
+        t1 = h.wait_count(b, TOTAL)
+        return t1 - t0
+    finally:
+        proc.stop()
+
+
+def run_syncthing(template, scratch):
+    import syncthing_pair
+    pair = syncthing_pair.Pair(scratch, "w1")
+    try:
+        staged = scratch("staged")
+        shutil.copytree(template, staged)
+        t0 = time.monotonic()
+        os.rename(staged, os.path.join(pair.roots[0], "tree"))
+        t1 = h.wait_count(pair.roots[1], TOTAL, timeout=300)
+        return t1 - t0
+    finally:
+        pair.stop()
+
+
+PEERS = [("sinkid", run_sinkid, None), ("rsync -a", run_rsync, "rsync"), ("unison", run_unison, "unison"),
+         ("lsyncd (delay 0)", run_lsyncd, "lsyncd"), ("rclone bisync", run_rclone, "rclone"),
+         ("syncthing", run_syncthing, "syncthing")]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--only", help="comma-separated tools to run")
+    parser.add_argument("--json", help="write results here")
+    args = parser.parse_args()
+    template_scratch = h.Scratch("w1-template")
+    template = template_scratch("tree")
+    h.make_tree(template, DIRS, FILES, SIZE)
+    chosen = [p for p in PEERS if (p[2] is None or h.have(p[2])) and (not args.only or p[0].split()[0] in args.only.split(","))]
+    samples = {name: [] for name, _, _ in chosen}
+    try:
+        for run in range(args.runs):
+            for name, fn, _ in chosen:
+                scratch = h.Scratch("w1")
+                try:
+                    samples[name].append(fn(template, scratch))
+                except Exception as e:  # a peer that fails is reported, not fatal
+                    print(f"  {name}: run {run + 1} failed: {e}", file=sys.stderr)
+                finally:
+                    scratch.close()
+            print(f"  run {run + 1}/{args.runs}: " + ", ".join(f"{n} {samples[n][-1]:.3f}s" for n, _, _ in chosen if samples[n]),
+                  flush=True)
+    finally:
+        template_scratch.close()
+    rows = [h.summarize(name, samples[name]) for name, _, _ in chosen]
+    h.print_table(f"W1: {TOTAL} files of {SIZE} B in {DIRS} folders, A to B (goal: sinkid <= 1 s)", rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([r for r in rows if r], f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
