@@ -3,6 +3,7 @@ import SinkiRecord
 import SinkiState
 import SinkiSupport
 import SinkiTransfer
+import SinkiWatch
 
 extension Agent {
     /// Follows the change feed: catch-up pages at once, then long-polls that hold no thread here
@@ -58,6 +59,11 @@ extension Agent {
         guard let replica else { return }
         if !report.applied.isEmpty {
             logger.debug("applied \(report.applied.count) remote change(s)")
+        }
+        if !report.toCheck.isEmpty {
+            var batch = WatchBatch()
+            batch.changes = report.toCheck.map { WatchBatch.Change(root: $0.root, relative: $0.relative, recursive: true) }
+            handleWatch(batch)
         }
         if !report.conflicts.isEmpty {
             let resolved = try await replica.resolveKeepingBoth(report.conflicts)

@@ -5,37 +5,51 @@ extension Agent {
     /// Takes a batch from the watcher: paths are checked against the database (off the loop), and
     /// what changed is pushed.
     func handleWatch(_ batch: WatchBatch) {
-        guard let replica, !stopping else { return }
-        logger.debug("watch: \(batch.changes.count) path(s)\(batch.overflow ? ", overflow" : "")")
+        guard !stopping else { return }
         for root in batch.rootsGone {
             logger.error("root \(configuration.roots[root].path) disappeared or was moved; its changes are not synced until it is back and sinkid restarts")
         }
-        var plain: [Int: [String]] = [:]
-        var walks: [(Int, String)] = []
-        if batch.overflow {
-            walks = configuration.roots.indices.map { ($0, "") }
-        } else {
-            for change in batch.changes where !batch.rootsGone.contains(change.root) {
-                if change.recursive { walks.append((change.root, change.relative)) } else { plain[change.root, default: []].append(change.relative) }
-            }
+        pendingWatch.changes += batch.changes.filter { !batch.rootsGone.contains($0.root) }
+        pendingWatch.overflow = pendingWatch.overflow || batch.overflow
+        if !lookingAtDisk {
+            lookingAtDisk = true
+            Task { await self.lookAtDisk() }
         }
-        Task {
+    }
+
+    /// Runs the pending looks at the disk, one batch at a time, until none is left.
+    private func lookAtDisk() async {
+        defer { lookingAtDisk = false }
+        guard let replica else { return }
+        while !stopping && (!pendingWatch.changes.isEmpty || pendingWatch.overflow) {
+            let batch = pendingWatch
+            pendingWatch = WatchBatch()
+            var plain: [Int: Set<String>] = [:]
+            var walks: [(Int, String)] = []
+            if batch.overflow {
+                walks = configuration.roots.indices.map { ($0, "") }
+            } else {
+                for change in batch.changes {
+                    if change.recursive { walks.append((change.root, change.relative)) } else { plain[change.root, default: []].insert(change.relative) }
+                }
+            }
+            logger.debug("watch: \(batch.changes.count) path(s)\(batch.overflow ? ", overflow" : "")")
             do {
                 var queued = 0
                 for (root, paths) in plain {
-                    queued += try await replica.check(root: root, paths: paths).queued
+                    queued += try await replica.check(root: root, paths: Array(paths), progress: pushProgress).queued
                 }
                 for (root, relative) in walks {
-                    let report = try await replica.reconcile(root: root, under: relative)
+                    let report = try await replica.reconcile(root: root, under: relative, progress: pushProgress)
                     queued += report.queued
-                    if report.watchLimitHit { self.warnWatchLimit() }
+                    if report.watchLimitHit { warnWatchLimit() }
                 }
-                self.logger.debug("watch: \(queued) local change(s) queued")
+                if queued > 0 { logger.debug("watch: \(queued) local change(s) queued") }
                 let unstable = await replica.takeUnstable()
-                if !unstable.isEmpty { self.recheckLater(unstable) }
-                if queued > 0 { self.pumpPush() }
+                if !unstable.isEmpty { recheckLater(unstable) }
+                if queued > 0 { pumpPush() }
             } catch {
-                self.logger.error("cannot look at local changes: \(error)")
+                logger.error("cannot look at local changes: \(error)")
             }
         }
     }

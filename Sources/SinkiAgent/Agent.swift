@@ -53,6 +53,10 @@ public actor Agent {
     var preparingPush = false
     var inFlightPaths = Set<String>()
     var finished: CheckedContinuation<ExitCode, Never>?
+    /// Watcher batches waiting for the replica; one look at the disk runs at a time, and batches
+    /// that arrive meanwhile are merged into the next.
+    var pendingWatch = WatchBatch()
+    var lookingAtDisk = false
     var exitCode = ExitCode.success
 
     public init(configuration: AgentConfiguration, loop: EventLoop, logger: Logger) {
@@ -104,9 +108,10 @@ public actor Agent {
         if configuration.serverURL == nil { try startEmbeddedServer() }
         let inotify: Inotify
         do { inotify = try Inotify() } catch { throw AgentError(.software, "cannot start inotify: \(error)") }
+        let echoes = EchoFilter()
         do {
             replica = try Replica(statePath: configuration.stateDirectory + "/state.db", roots: configuration.roots,
-                                  device: configuration.device, inotify: inotify, logger: logger.child("replica"),
+                                  device: configuration.device, inotify: inotify, echoes: echoes, logger: logger.child("replica"),
                                   typeFor: configuration.typeFor)
         } catch let error as SystemError {
             throw AgentError(.usage, "cannot open root \(error.path.map(quoted) ?? ""): \(error.message)")
@@ -116,7 +121,7 @@ public actor Agent {
         let http = HTTPClient(loop: loop, logger: logger.child("http"))
         client = SyncClient(http: http, base: serverURL, token: configuration.token, device: configuration.device)
         sleeper = LoopSleeper(loop: loop)
-        let watcher = Watcher(loop: loop, inotify: inotify, delayMilliseconds: configuration.watchDelayMilliseconds,
+        let watcher = Watcher(loop: loop, inotify: inotify, echoes: echoes, delayMilliseconds: configuration.watchDelayMilliseconds,
                               logger: logger.child("watch"))
         self.watcher = watcher
         do {
@@ -185,7 +190,7 @@ public actor Agent {
             let started = Clock.monotonic()
             var queued = 0
             for index in configuration.roots.indices {
-                let report = try await replica.reconcile(root: index, under: "")
+                let report = try await replica.reconcile(root: index, under: "", progress: pushProgress)
                 queued += report.queued
                 if report.watchLimitHit { warnWatchLimit() }
             }
@@ -198,6 +203,14 @@ public actor Agent {
             return
         }
         pullTask = Task { await self.pullLoop() }
+    }
+
+    /// Called from the replica as a walk commits each chunk: pushing starts before the walk ends.
+    nonisolated var pushProgress: @Sendable (Int) -> Void {
+        { [weak self] _ in
+            guard let self else { return }
+            Task { await self.pumpPush() }
+        }
     }
 
     func warnWatchLimit() {

@@ -5,11 +5,11 @@ import SinkiSupport
 extension StateStore {
     static let fileColumns = "path, kind, present, size, mtime, ctime, inode, mode, sha256, type, tag, synced_sha256, synced_deleted"
 
-    static func readFile(_ row: Statement) -> KnownFile {
-        KnownFile(path: row.text(0), kind: RecordKind(code: row.int64(1)), present: row.bool(2), size: row.int64(3),
-                  mtime: row.int64(4), ctime: row.int64(5), inode: UInt64(bitPattern: row.int64(6)), mode: UInt32(row.int64(7)),
-                  sha256: row.text(8), type: row.text(9), tag: row.int64(10), syncedSHA256: row.optionalText(11),
-                  syncedDeleted: row.bool(12))
+    static func readFile(_ row: Statement, offset o: Int32 = 0) -> KnownFile {
+        KnownFile(path: row.text(o), kind: RecordKind(code: row.int64(o + 1)), present: row.bool(o + 2), size: row.int64(o + 3),
+                  mtime: row.int64(o + 4), ctime: row.int64(o + 5), inode: UInt64(bitPattern: row.int64(o + 6)),
+                  mode: UInt32(row.int64(o + 7)), sha256: row.text(o + 8), type: row.text(o + 9), tag: row.int64(o + 10),
+                  syncedSHA256: row.optionalText(o + 11), syncedDeleted: row.bool(o + 12))
     }
 
     public func file(_ path: String) throws(SQLiteError) -> KnownFile? {

@@ -2,6 +2,7 @@ import Glibc
 import SinkiLoop
 import SinkiRecord
 import SinkiSupport
+import SinkiWatch
 
 /// A remote change that reached the disk (for observers and `sinkid watch`).
 public struct AppliedChange: Sendable, Equatable {
@@ -26,6 +27,8 @@ public struct ApplyReport: Sendable {
     /// Records whose content is not inline (an asset, or data left out of the feed): fetch, then
     /// apply again.
     public var needContent: [Record] = []
+    /// Entries found in directories this apply created that it did not write: local files to look at.
+    public var toCheck: [(root: Int, relative: String)] = []
     public init() {}
 }
 
@@ -51,18 +54,24 @@ extension Replica {
         var report = ApplyReport()
         var plans: [PlannedWrite] = []
         var seen = Set<String>()
+        let started = Clock.monotonic()
         // The feed holds each path once; if a page somehow repeats one, the later version wins.
         for record in records.reversed() where seen.insert(record.path).inserted {
             if let plan = try plan(record, into: &report) { plans.append(plan) }
         }
         plans.reverse()
+        let planned = Clock.monotonic()
         let results = try execute(plans, report: &report)
+        let executed = Clock.monotonic()
         try store.transaction {
             for (plan, result) in zip(plans, results) {
                 try record(plan, result: result, report: &report)
             }
             if let token { try store.setMeta(MetaKey.feedToken, token) }
         }
+        let committed = Clock.monotonic()
+        func ms(_ from: Int64, _ to: Int64) -> String { String((to - from) / 1_000_000) }
+        logger.debug("apply \(records.count): plan \(ms(started, planned)) ms, write+sync \(ms(planned, executed)) ms, commit \(ms(executed, committed)) ms")
         return report
     }
 
@@ -93,9 +102,15 @@ extension Replica {
             row = try store.file(record.path)
         }
         let pending = try store.outboxEntry(record.path) != nil
-        if pending, let local = row {
+        if pending, var local = row {
             if sameContent(local, record) {
                 return PlannedWrite(action: .adopt, record: record, root: root, relative: relative, expect: stat, row: local)
+            }
+            if try isOwnUnacknowledgedPush(record) {
+                // Our own save, whose answer was lost: it is the base now; the local change stays queued.
+                local.agree(with: record)
+                try store.saveFile(local)
+                return nil
             }
             report.conflicts.append(Conflict(local: local, remote: record))
             return nil
@@ -118,6 +133,14 @@ extension Replica {
             return PlannedWrite(action: record.kind == .symlink ? .symlink : .write, record: record, root: root,
                                 relative: relative, expect: stat, row: row)
         }
+    }
+
+    /// Whether `remote` is what this agent last pushed for its path (the server took it, the answer
+    /// never arrived): then it is no conflict, just the new base for what is still queued.
+    func isOwnUnacknowledgedPush(_ remote: Record) throws -> Bool {
+        guard let entry = try store.outboxEntry(remote.path) else { return false }
+        if remote.deleted { return entry.sentDeleted }
+        return entry.sentSHA256 == remote.sha256 && !remote.sha256.isEmpty
     }
 
     /// Whether the local row and a remote record hold the same thing.
@@ -146,7 +169,10 @@ extension Replica {
             let key = "\(plan.root)/" + (plan.relative.lastIndex(of: "/").map { String(plan.relative[..<$0]) } ?? "")
             if let open = parents[key] { return open }
             var made: [String] = []
-            let opened = try safeRoots[plan.root].openParent(of: plan.relative, create: !plan.record.deleted, made: &made)
+            let echoes = self.echoes
+            let opened = try safeRoots[plan.root].openParent(of: plan.relative, create: !plan.record.deleted, made: &made) { directory in
+                echoes?.expect(root: plan.root, relative: directory, .directoryMade)
+            }
             for directory in made { madeDirectories.append((plan.root, directory)) }
             parents[key] = opened
             return opened
@@ -178,6 +204,7 @@ extension Replica {
         }
         var fileJobs: [FileJob] = []
         var touchedRoots = Set<Int>()
+        let startedWrites = Clock.monotonic()
         for index in order {
             let plan = plans[index]
             do throws(SafeRootError) {
@@ -187,10 +214,14 @@ extension Replica {
                 case .mkdir:
                     let directory = try parent(plan)
                     touchedRoots.insert(plan.root)
+                    let fresh = plan.expect == nil
+                    if fresh { echoes?.expect(root: plan.root, relative: plan.relative, .directoryMade) }
                     do {
                         results[index] = .done(try DiskWriter.makeDirectory(parent: directory.raw, parentPath: directory.path,
                                                                            name: name(plan), mode: plan.record.mode))
+                        if fresh { madeDirectories.append((plan.root, plan.relative)) }
                     } catch {
+                        if fresh { echoes?.cancel(root: plan.root, relative: plan.relative, .directoryMade) }
                         results[index] = .failed("\(error)")
                     }
                 case .write, .symlink:
@@ -202,11 +233,15 @@ extension Replica {
                     let directory: FileDescriptor
                     do { directory = try parent(plan) } catch let error where error.errno == ENOENT { continue }
                     touchedRoots.insert(plan.root)
+                    let echo: EchoFilter.Kind = plan.expect?.kind == .directory ? .directoryGone : .fileGone
+                    echoes?.expect(root: plan.root, relative: plan.relative, echo)
                     do {
                         let removed = try DiskWriter.remove(parent: directory.raw, parentPath: directory.path, name: name(plan),
                                                             expect: plan.row?.present == true ? plan.expect : nil)
                         results[index] = removed ? .done(nil) : .kept
+                        if !removed { echoes?.cancel(root: plan.root, relative: plan.relative, echo) }
                     } catch {
+                        echoes?.cancel(root: plan.root, relative: plan.relative, echo)
                         results[index] = .failed("\(error)")
                     }
                 }
@@ -214,8 +249,10 @@ extension Replica {
                 results[index] = .failed("\(error)")
             }
         }
+        let echoes = self.echoes
         let outcomes: [WriteResult] = Blocking.map(fileJobs) { job in
             let plan = plans[job.index]
+            echoes?.expect(root: plan.root, relative: plan.relative, .fileIn)
             do {
                 let bytes = try Self.content(of: plan.record)
                 let stat: FileStat
@@ -228,11 +265,14 @@ extension Replica {
                 }
                 return .done(stat)
             } catch {
+                echoes?.cancel(root: plan.root, relative: plan.relative, .fileIn)
                 return .failed("\(error)")
             }
         }
         for (job, outcome) in zip(fileJobs, outcomes) { results[job.index] = outcome }
         withExtendedLifetime(parents) {}
+        let written = Clock.monotonic()
+        defer { logger.debug("apply: writes \((written - startedWrites) / 1_000_000) ms, syncfs \((Clock.monotonic() - written) / 1_000_000) ms") }
         // Durability is paid once per batch, before the database says the batch is here.
         for root in touchedRoots {
             do { try safeRoots[root].syncFileSystem() } catch { logger.warning("\(error)") }
@@ -246,7 +286,29 @@ extension Replica {
                 try store.saveFile(row)
             }
         }
+        watchNewDirectories(madeDirectories, plans: plans, report: &report)
         return results
+    }
+
+    /// Directories this apply made get their watch here (their creation event was dropped as our own
+    /// echo); anything in them the apply did not write was made locally meanwhile: look at it.
+    private func watchNewDirectories(_ made: [(Int, String)], plans: [PlannedWrite], report: inout ApplyReport) {
+        guard let inotify, !made.isEmpty else { return }
+        var written = Set<String>()
+        for plan in plans { written.insert("\(plan.root)/" + plan.relative) }
+        for (root, relative) in made {
+            guard let directory = try? safeRoots[root].open(relative, flags: O_RDONLY | O_DIRECTORY) else { continue }
+            do { try inotify.watch(directory, root: root, relative: relative) } catch {
+                logger.warning("cannot watch \(directory.path): \(error)")
+            }
+            guard let listing = try? directory.listDirectory() else { continue }
+            for name in listing.names where !TempNames.isTemporary(name) {
+                let child = relative + "/" + name
+                if !written.contains("\(root)/" + child) && !made.contains(where: { $0.0 == root && $0.1 == child }) {
+                    report.toCheck.append((root, child))
+                }
+            }
+        }
     }
 
     /// The record's content, inflated and checked against its size and hash.

@@ -9,7 +9,7 @@ extension Replica {
     /// local one stays beside it as a conflict copy, which syncs too. A local edit against a remote
     /// delete keeps the edit; a local delete against a remote edit takes the edit. Nothing written
     /// on either side is lost.
-    public func resolveKeepingBoth(_ conflicts: [Conflict]) throws -> ApplyReport {
+    public func resolveKeepingBoth(_ conflicts: [Conflict]) async throws -> ApplyReport {
         var report = ApplyReport()
         var plans: [PlannedWrite] = []
         for conflict in conflicts {
@@ -19,6 +19,11 @@ extension Replica {
             if local.tag >= remote.changeTag && remote.changeTag > 0 { continue }
             if sameContent(local, remote) {
                 plans.append(PlannedWrite(action: .adopt, record: remote, root: root, relative: relative, expect: nil, row: local))
+                continue
+            }
+            if try isOwnUnacknowledgedPush(remote) {
+                local.agree(with: remote)
+                try store.saveFile(local)
                 continue
             }
             if remote.deleted {
@@ -38,7 +43,7 @@ extension Replica {
             var event = AppliedChange.Event.changed
             if local.present && !(local.kind == .directory && remote.kind == .directory) {
                 // Move the local version aside under its conflict name, then take the remote one.
-                guard let copy = try keepAside(root: root, relative: relative, row: local) else {
+                guard let copy = try await keepAside(root: root, relative: relative, row: local) else {
                     report.refused.append(remote.path)
                     continue
                 }
@@ -58,7 +63,7 @@ extension Replica {
 
     /// Renames the local entry at `relative` to a free conflict-copy name and records the copy as
     /// a new local file (its hash is already known: nothing is read again). Returns the copy's path.
-    private func keepAside(root: Int, relative: String, row: KnownFile) throws -> String? {
+    private func keepAside(root: Int, relative: String, row: KnownFile) async throws -> String? {
         var made: [String] = []
         let parent = try safeRoots[root].openParent(of: relative, create: false, made: &made)
         let name = relative.split(separator: "/").last.map(String.init) ?? relative
@@ -71,8 +76,8 @@ extension Replica {
                 let copyPath = recordPath(root: root, relative: copyRelative)
                 if row.kind == .directory {
                     // A directory's contents moved with it: walk the copy as new.
-                    _ = try reconcile(root: root, under: copyRelative)
-                    _ = try check(root: root, paths: [relative])
+                    _ = try await reconcile(root: root, under: copyRelative)
+                    _ = try await check(root: root, paths: [relative])
                 } else if let stat = try safeRoots[root].stat(copyRelative) {
                     var copy = KnownFile(path: copyPath, kind: row.kind, present: true, sha256: row.sha256, type: row.type)
                     copy.observe(stat)

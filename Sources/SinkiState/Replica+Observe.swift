@@ -30,7 +30,7 @@ extension Replica {
     /// Walks `relative` below root `root` (everything when empty), watching each directory before
     /// listing it, and brings the database in line with what is there. Only files whose size,
     /// mtime, inode or mode changed are read.
-    public func reconcile(root: Int, under relative: String) throws -> ObserveReport {
+    public func reconcile(root: Int, under relative: String, progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
         var report = ObserveReport()
         let base = relative.isEmpty ? roots[root].name : recordPath(root: root, relative: relative)
         let watchLimitHit = Flag()
@@ -52,12 +52,13 @@ extension Replica {
         } catch {
             guard error.errno == ENOENT || error.errno == ENOTDIR || error.errno == ELOOP else { throw error }
             // The directory went away (or became something else) before we got there.
-            return try check(root: root, paths: [relative])
+            return try await check(root: root, paths: [relative])
         }
         for line in walk.errors { logger.warning(line) }
         for name in walk.invalidNames { noteSkipped(root: root, relative: name, why: "its name is not valid UTF-8") }
         for name in walk.special { noteSkipped(root: root, relative: name, why: "it is a fifo, socket or device") }
 
+        logger.debug("walk \(walk.entries.count) entries")
         var known = try store.presentFiles(under: base)
         var observations: [Observation] = []
         observations.reserveCapacity(walk.entries.count)
@@ -80,14 +81,32 @@ extension Replica {
             let relativePath = String(path.dropFirst(roots[root].name.count + 1))
             observations.append(Observation(root: root, relative: relativePath, path: path, stat: nil, known: row))
         }
-        report = try absorb(observations)
+        // Parents before children, and gone paths deepest first, across the whole walk; then in
+        // chunks, each its own transaction, so that pushing starts while the rest is still hashed
+        // (other calls may run between chunks).
+        let present = observations.filter { $0.stat != nil }.sorted { $0.path < $1.path }
+        let gone = observations.filter { $0.stat == nil }.sorted { $0.path.utf8.count > $1.path.utf8.count }
+        let ordered = present + gone
+        var start = 0
+        while start < ordered.count {
+            let end = min(start + Self.chunk, ordered.count)
+            let part = try absorb(Array(ordered[start..<end]))
+            report.queued += part.queued
+            report.hashed += part.hashed
+            start = end
+            if part.queued > 0 { progress?(part.queued) }
+            if start < ordered.count { await Task.yield() }
+        }
         report.seen = walk.entries.count
         report.watchLimitHit = watchLimitHit.value
         return report
     }
 
+    /// Observations recorded per transaction during a walk.
+    static let chunk = 1000
+
     /// Looks again at specific paths (from the watcher). A directory that is new here is walked.
-    public func check(root: Int, paths: [String]) throws -> ObserveReport {
+    public func check(root: Int, paths: [String], progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
         var observations: [Observation] = []
         var walks: [String] = []
         for relative in Set(paths) {
@@ -122,7 +141,7 @@ extension Replica {
         }
         var report = try absorb(observations)
         for relative in walks {
-            let walked = try reconcile(root: root, under: relative)
+            let walked = try await reconcile(root: root, under: relative, progress: progress)
             report.queued += walked.queued
             report.seen += walked.seen
             report.hashed += walked.hashed
@@ -142,17 +161,36 @@ extension Replica {
     func absorb(_ observations: [Observation]) throws -> ObserveReport {
         var report = ObserveReport()
         if observations.isEmpty { return report }
+        let started = Clock.monotonic()
+        defer { logger.debug("absorb \(observations.count): \((Clock.monotonic() - started) / 1_000_000) ms") }
+        var observations = observations
+        // A path seen gone may have come back since the walk (another call ran between chunks).
+        for index in observations.indices where observations[index].stat == nil {
+            if let now = try? safeRoots[observations[index].root].stat(observations[index].relative), now.kind != .special {
+                observations[index].stat = now
+            }
+        }
         let toHash = observations.indices.filter { observations[$0].stat.map { $0.kind != .directory } ?? false }
         let safeRoots = self.safeRoots
-        let jobs = toHash.map { (observations[$0].root, observations[$0].relative) }
-        let contents: [Result<FileContent, SafeRootError>] = Blocking.map(jobs) { job in
-            Result { () throws(SafeRootError) in try ContentReader.read(safeRoots[job.0], job.1, keepBytes: false) }
+        let inlineLimit = self.inlineLimit
+        let jobs = toHash.map { (observations[$0].root, observations[$0].relative, observations[$0].stat!.size <= inlineLimit) }
+        // Small files are compressed in the same pass: the push that follows then reads nothing.
+        let contents: [Result<(FileContent, [UInt8]?), SafeRootError>] = Blocking.map(jobs) { job in
+            Result { () throws(SafeRootError) in
+                var content = try ContentReader.read(safeRoots[job.0], job.1, keepBytes: job.2)
+                let compressed = content.bytes.map { Deflate.compressForSending($0) }
+                content.bytes = nil
+                return (content, compressed)
+            }
         }
         report.hashed = contents.count
         var hashes: [Int: FileContent] = [:]
+        var compressed: [Int: [UInt8]] = [:]
         for (offset, index) in toHash.enumerated() {
             switch contents[offset] {
-            case let .success(content): hashes[index] = content
+            case let .success((content, data)):
+                hashes[index] = content
+                if let data, !content.unstable { compressed[index] = data }
             case let .failure(error):
                 if error.errno != ENOENT { logger.warning("cannot read \(error)") }
             }
@@ -181,16 +219,20 @@ extension Replica {
                     row.present = false
                     row.sha256 = ""
                 }
-                if row.tag == 0 && !row.present {
-                    // Born and gone before the server ever saw it.
+                if try row.tag == 0 && !row.present && store.outboxEntry(row.path) == nil {
+                    // Born and gone before it was ever queued.
                     try store.removeFile(row.path)
-                    try store.dequeue(row.path)
                     continue
                 }
                 try store.saveFile(row)
-                if row.hasLocalChange {
+                if row.hasLocalChange || (row.tag == 0 && !row.present) {
+                    // (A path gone before its first save was acknowledged stays queued: that save
+                    // may be in flight, and then its tombstone must follow.)
                     try store.enqueue(row.path, now: now)
                     report.queued += 1
+                    if let data = compressed[index], let content = hashes[index] {
+                        remember(row.path, CachedContent(stat: content.stat, sha256: content.sha256, data: data))
+                    }
                 } else {
                     try store.dequeue(row.path)
                 }
@@ -203,4 +245,22 @@ extension Replica {
 /// A flag a non-escaping walk callback can set (closures may not capture a mutable local).
 final class Flag {
     var value = false
+}
+
+extension Replica {
+    /// Keeps compressed content for the coming push, within the cache's byte budget.
+    func remember(_ path: String, _ content: CachedContent) {
+        if let old = pushCache.removeValue(forKey: path) { pushCacheBytes -= old.data.count }
+        guard pushCacheBytes + content.data.count <= Self.pushCacheLimit else { return }
+        pushCache[path] = content
+        pushCacheBytes += content.data.count
+    }
+
+    /// Takes the cached content of `row` if it is still what the row says is on disk.
+    func takeCached(_ row: KnownFile) -> CachedContent? {
+        guard let cached = pushCache.removeValue(forKey: row.path) else { return nil }
+        pushCacheBytes -= cached.data.count
+        guard cached.sha256 == row.sha256, row.matches(cached.stat) else { return nil }
+        return cached
+    }
 }

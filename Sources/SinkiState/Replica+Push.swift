@@ -23,22 +23,35 @@ extension Replica {
     /// of content, reading each file as it is now (a file that changed since it was hashed is sent
     /// as it is now). Paths in `excluding` are in flight already.
     public func nextBatch(limit: Int, maxBytes: Int, excluding: Set<String>) throws -> [Outgoing] {
-        let entries = try store.outbox(limit: limit, excluding: excluding)
+        let started = Clock.monotonic()
+        let entries = try store.outboxWithFiles(limit: limit, excluding: excluding)
         if entries.isEmpty { return [] }
+        defer { logger.debug("nextBatch \(entries.count): \((Clock.monotonic() - started) / 1_000_000) ms") }
         struct Job: Sendable {
             var entry: OutboxEntry
             var row: KnownFile
             var root: Int
             var relative: String
+            var cached: [UInt8]?
         }
         var jobs: [Job] = []
-        for entry in entries {
-            guard let row = try store.file(entry.path), let path = try? RecordPath(validating: entry.path),
+        for (entry, row) in entries {
+            if let row, !row.present, row.tag == 0 {
+                // Gone before the server ever saw it, and not in flight (excluded above): nothing to send.
+                try store.removeFile(row.path)
+                try store.dequeue(entry.path)
+                continue
+            }
+            guard let row, let path = try? RecordPath(validating: entry.path),
                   let (root, relative) = locate(path), row.hasLocalChange else {
                 try store.dequeue(entry.path)
                 continue
             }
-            jobs.append(Job(entry: entry, row: row, root: root, relative: relative))
+            // A directory's tombstone waits until those of its contents are accepted: a peer that
+            // got it first could not remove the directory, and would keep it.
+            if try !row.present && row.kind == .directory && store.hasOutbox(below: entry.path) { continue }
+            let cached = row.present && row.kind != .directory ? takeCached(row)?.data : nil
+            jobs.append(Job(entry: entry, row: row, root: root, relative: relative, cached: cached))
         }
         let safeRoots = self.safeRoots
         let device = self.device
@@ -56,9 +69,15 @@ extension Replica {
                     record.type = Record.directoryType
                     return (record, nil)
                 }
+                if let cached = job.cached {
+                    record.data = cached
+                    record.size = job.row.size
+                    record.sha256 = job.row.sha256
+                    return (record, nil)
+                }
                 let content = try ContentReader.read(safeRoots[job.root], job.relative, keepBytes: true)
                 let bytes = content.bytes ?? []
-                record.data = Deflate.compress(bytes)
+                record.data = Deflate.compressForSending(bytes)
                 record.size = Int64(bytes.count)
                 record.sha256 = content.sha256
                 record.mode = content.stat.mode
@@ -83,6 +102,7 @@ extension Replica {
                     if content?.unstable == true { unstable.append((job.root, job.relative)) }
                     if !out.isEmpty && bytes + (record.data?.count ?? 0) > maxBytes { continue }
                     bytes += record.data?.count ?? 0
+                    try store.markSent(record.path, sha256: record.deleted ? nil : record.sha256, deleted: record.deleted)
                     out.append(Outgoing(record: record, generation: job.entry.generation))
                 case let .failure(error):
                     if error.errno == ENOENT {
@@ -104,6 +124,8 @@ extension Replica {
     /// Takes in the server's answer to a push.
     public func acknowledge(_ sent: [Outgoing], _ results: [ModifyResult]) throws -> AcknowledgeReport {
         var report = AcknowledgeReport()
+        let started = Clock.monotonic()
+        defer { logger.debug("acknowledge \(sent.count): \((Clock.monotonic() - started) / 1_000_000) ms") }
         guard results.count == sent.count else {
             logger.error("server answered \(results.count) results for \(sent.count) records; will push again")
             return report

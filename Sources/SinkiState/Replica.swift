@@ -14,6 +14,13 @@ public struct RootSpec: Sendable, Equatable {
     }
 }
 
+/// A small file's content as hashed, compressed, with the stat it was read at.
+struct CachedContent {
+    var stat: FileStat
+    var sha256: String
+    var data: [UInt8]
+}
+
 /// A path changed on this machine since the last version both sides shared, while another version
 /// came from the server.
 public struct Conflict: Sendable, Equatable {
@@ -42,15 +49,24 @@ public actor Replica {
     let rootIndex: [String: Int]
     let device: String
     let inotify: Inotify?
+    /// Tells the watcher which events the replica's own writes will cause.
+    let echoes: EchoFilter?
     let logger: Logger
     /// The merge type stamped on a file's record, chosen by its path (merge rules, issue 5).
     let typeFor: @Sendable (String) -> String
     /// Paths that changed while being read; the agent looks at them again after a delay.
     var unstable: [(root: Int, relative: String)] = []
+    /// Content read and compressed while hashing, kept for the push that follows so a new file is
+    /// read once; bounded by `pushCacheLimit` bytes.
+    var pushCache: [String: CachedContent] = [:]
+    var pushCacheBytes = 0
+    /// Files up to this size travel inline in their record.
+    public var inlineLimit: Int64 = 256 << 10
+    static let pushCacheLimit = 64 << 20
     /// Local names that cannot be record paths (invalid UTF-8, a backslash), and special files.
     public internal(set) var skipped: Set<String> = []
 
-    public init(statePath: String, roots: [RootSpec], device: String, inotify: Inotify?, logger: Logger,
+    public init(statePath: String, roots: [RootSpec], device: String, inotify: Inotify?, echoes: EchoFilter? = nil, logger: Logger,
                 typeFor: @escaping @Sendable (String) -> String = { _ in Record.defaultType }) throws {
         store = try StateStore(path: statePath)
         self.roots = roots
@@ -60,6 +76,7 @@ public actor Replica {
         rootIndex = Dictionary(uniqueKeysWithValues: roots.enumerated().map { ($1.name, $0) })
         self.device = device
         self.inotify = inotify
+        self.echoes = echoes
         self.logger = logger
         self.typeFor = typeFor
     }

@@ -41,7 +41,9 @@ public final class StateStore {
                 queued_at INTEGER NOT NULL,
                 generation INTEGER NOT NULL,
                 attempts INTEGER NOT NULL DEFAULT 0,
-                last_error TEXT
+                last_error TEXT,
+                sent_sha256 TEXT,
+                sent_deleted INTEGER NOT NULL DEFAULT 0
             ) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
             """)

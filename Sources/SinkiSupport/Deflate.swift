@@ -28,6 +28,20 @@ public enum Deflate {
         input.withUnsafeBytes { compress($0, level: level) }
     }
 
+    /// Compresses for sending: content that does not shrink (already compressed, encrypted or
+    /// random) is stored in zlib's uncompressed blocks instead of spending CPU on it. A 1 KiB probe
+    /// at level 1 decides.
+    public static func compressForSending(_ input: [UInt8]) -> [UInt8] {
+        input.withUnsafeBytes { buffer in
+            let probeCount = min(buffer.count, 1024)
+            if probeCount >= 256 {
+                let probe = compress(UnsafeRawBufferPointer(rebasing: buffer[0..<probeCount]), level: level)
+                if probe.count * 10 > probeCount * 9 { return compress(buffer, level: 0) }
+            }
+            return compress(buffer, level: level)
+        }
+    }
+
     /// Inflates a zlib stream that must yield exactly `expectedSize` bytes; anything else is an error,
     /// so that a hostile record cannot make the agent allocate more than it declared.
     public static func decompress(_ input: [UInt8], expectedSize: Int) throws(CompressionError) -> [UInt8] {

@@ -81,7 +81,8 @@ public final class SafeRoot: Sendable {
 
     /// Opens the directory holding `relative`; with `create`, makes missing directories on the way
     /// (mode 0755) and reports each one made, parent first.
-    public func openParent(of relative: String, create: Bool, made: inout [String]) throws(SafeRootError) -> FileDescriptor {
+    public func openParent(of relative: String, create: Bool, made: inout [String],
+                           willMake: ((String) -> Void)? = nil) throws(SafeRootError) -> FileDescriptor {
         guard let slash = relative.lastIndex(of: "/") else {
             do { return try descriptor() } catch { throw .system(error) }
         }
@@ -94,6 +95,8 @@ public final class SafeRoot: Sendable {
             do { current = try descriptor() } catch { throw .system(error) }
             for component in parent.split(separator: "/") {
                 built = built.isEmpty ? String(component) : built + "/" + component
+                let exists = (try? current.statEntry(String(component))) ?? nil
+                if exists == nil { willMake?(built) }
                 if mkdirat(current.raw, String(component), 0o755) == 0 {
                     made.append(built)
                 } else if Glibc.errno != EEXIST {

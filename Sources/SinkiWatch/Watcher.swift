@@ -10,6 +10,8 @@ import SinkiSupport
 public final class Watcher {
     private let loop: EventLoop
     public let inotify: Inotify
+    /// Events of the agent's own writes, dropped here.
+    public let echoes: EchoFilter?
     private let logger: Logger
     /// How long a file written without a close must be quiet before it is read.
     public var delayMilliseconds: UInt64
@@ -20,9 +22,10 @@ public final class Watcher {
     private var quiet: [WatchBatch.Change: Int64] = [:]
     private var batch = WatchBatch()
 
-    public init(loop: EventLoop, inotify: Inotify, delayMilliseconds: UInt64 = 50, logger: Logger) {
+    public init(loop: EventLoop, inotify: Inotify, echoes: EchoFilter? = nil, delayMilliseconds: UInt64 = 50, logger: Logger) {
         self.loop = loop
         self.inotify = inotify
+        self.echoes = echoes
         self.delayMilliseconds = delayMilliseconds
         self.logger = logger
         timer = LoopTimer(loop: loop)
@@ -77,6 +80,7 @@ public final class Watcher {
             }
             let name = event.relative.split(separator: "/").last ?? ""
             if TempNames.isTemporary(name) { continue }
+            if let echoes, echoes.consume(event) { continue }
             if event.has(IN_MOVED_FROM) {
                 movedFrom[event.cookie] = event
                 ready(event.root, event.relative, recursive: false)

@@ -255,8 +255,16 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         _ = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
         try FileManager.default.removeItem(atPath: fixture.root + "/d")
         _ = try await fixture.replica.check(root: 0, paths: ["d"])
-        let deletes = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
-        #expect(deletes.map(\.record.path) == ["Saves/d/e/f.save", "Saves/d/e", "Saves/d"])
-        #expect(deletes.allSatisfy { $0.record.deleted && $0.record.baseTag > 0 })
+        // A directory's tombstone leaves only after those of its contents are accepted.
+        var sent: [String] = []
+        for _ in 0..<3 {
+            let deletes = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+            #expect(deletes.count == 1)
+            #expect(deletes.allSatisfy { $0.record.deleted && $0.record.baseTag > 0 })
+            sent += deletes.map(\.record.path)
+            _ = try await fixture.replica.acknowledge(deletes, saveAll(deletes, from: &tag))
+        }
+        #expect(sent == ["Saves/d/e/f.save", "Saves/d/e", "Saves/d"])
+        #expect(await fixture.replica.pendingCount == 0)
     }
 }

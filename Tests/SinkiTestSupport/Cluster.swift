@@ -97,7 +97,12 @@ public final class Cluster: @unchecked Sendable {
                 return snapshot == TreeSnapshot(right) && (condition?(snapshot) ?? true)
             }
         } catch {
-            let difference = TreeSnapshot(left).difference(TreeSnapshot(right))
+            let snapshot = TreeSnapshot(left)
+            var difference = snapshot.difference(TreeSnapshot(right))
+            if difference.isEmpty {
+                difference = ["(trees are equal, \(snapshot.entries.count) entries, but the condition does not hold)"]
+                    + snapshot.entries.keys.sorted().prefix(400).map { "  \($0)" }
+            }
             throw ConvergenceFailed(what: "\(error)", difference: difference, logs: agents.map { "\($0.key): \($0.value.errors.suffix(3000))" })
         }
     }
@@ -116,6 +121,6 @@ public struct ConvergenceFailed: Error, CustomStringConvertible {
     public var difference: [String]
     public var logs: [String]
     public var description: String {
-        "\(what)\ndiffering paths:\n" + difference.prefix(20).joined(separator: "\n") + "\n--- logs ---\n" + logs.joined(separator: "\n---\n")
+        "\(what)\ndiffering paths:\n" + difference.prefix(420).joined(separator: "\n") + "\n--- logs ---\n" + logs.joined(separator: "\n---\n")
     }
 }

@@ -1,0 +1,66 @@
+import Glibc
+import SinkiSupport
+import Synchronization
+
+/// The events the agent's own writes will cause, so the watcher can drop them instead of making the
+/// replica look at every file it just wrote.
+///
+/// The replica says what it is about to do (rename a file into place, make or remove a directory,
+/// remove a file); the watcher drops exactly one matching event per expectation. Any other event for
+/// the same path (a local edit) is still reported, and an expectation whose event never comes expires.
+public final class EchoFilter: Sendable {
+    /// What the agent's own write shows up as.
+    public enum Kind: Sendable {
+        case fileIn, fileGone, directoryMade, directoryGone
+    }
+
+    private struct Key: Hashable {
+        var root: Int
+        var relative: String
+        var kind: Kind
+    }
+
+    private let pending = Mutex<[Key: (count: Int, since: Int64)]>([:])
+    /// Expectations older than this are dropped: their event was lost or never came.
+    public static let lifetime: Int64 = 10_000_000_000
+
+    public init() {}
+
+    public func expect(root: Int, relative: String, _ kind: Kind) {
+        let now = Clock.monotonic()
+        pending.withLock { table in
+            let key = Key(root: root, relative: relative, kind: kind)
+            let count = table[key]?.count ?? 0
+            table[key] = (count + 1, now)
+            if table.count > 100_000 { table = table.filter { now - $0.value.since < Self.lifetime } }
+        }
+    }
+
+    /// Withdraws an expectation whose write did not happen.
+    public func cancel(root: Int, relative: String, _ kind: Kind) {
+        pending.withLock { table in
+            let key = Key(root: root, relative: relative, kind: kind)
+            guard let entry = table[key] else { return }
+            if entry.count > 1 { table[key] = (entry.count - 1, entry.since) } else { table[key] = nil }
+        }
+    }
+
+    /// Whether `event` is the echo of an expected write; consumes the expectation if so.
+    public func consume(_ event: InotifyEvent) -> Bool {
+        let kind: Kind
+        if event.isDirectory {
+            if event.has(IN_CREATE) || event.has(IN_MOVED_TO) { kind = .directoryMade } else if event.has(IN_DELETE) { kind = .directoryGone } else { return false }
+        } else {
+            if event.has(IN_MOVED_TO) { kind = .fileIn } else if event.has(IN_DELETE) { kind = .fileGone } else { return false }
+        }
+        let key = Key(root: event.root, relative: event.relative, kind: kind)
+        let now = Clock.monotonic()
+        return pending.withLock { table in
+            guard let entry = table[key] else { return false }
+            if entry.count > 1 { table[key] = (entry.count - 1, entry.since) } else { table[key] = nil }
+            return now - entry.since < Self.lifetime
+        }
+    }
+
+    public var count: Int { pending.withLock { $0.count } }
+}
