@@ -43,14 +43,14 @@ let package = Package(
         .testTarget(name: "SinkiRecordTests", dependencies: ["SinkiRecord"], swiftSettings: strict),
         .testTarget(name: "SinkiSupportTests", dependencies: ["SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiLoopTests", dependencies: ["SinkiLoop"], swiftSettings: strict),
-        .testTarget(name: "SinkiTransferTests", dependencies: ["SinkiTransfer", "SinkiServer", "SinkiTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SinkiTransferTests", dependencies: ["SinkiTransfer", "SinkiServer", "SinkiTestSupport"], exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "SinkiWatchTests", dependencies: ["SinkiWatch", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiStateTests", dependencies: ["SinkiState", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiMergeTests", dependencies: ["SinkiMerge"], swiftSettings: strict),
         .testTarget(name: "SinkiConfigTests", dependencies: ["SinkiConfig", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiServerTests", dependencies: ["SinkiServer", "SinkiRecord", "SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiAgentTests", dependencies: ["SinkiAgent", "SinkiTestSupport"], swiftSettings: strict),
-        .testTarget(name: "SinkiCLITests", dependencies: ["SinkiCLI", "SinkiTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SinkiCLITests", dependencies: ["SinkiCLI", "SinkiTestSupport"], exclude: ["Fixtures"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -386,6 +386,7 @@ extension Replica {
         var out: [Int] = []
         for (index, record) in records.enumerated() where !record.deleted && record.kind != .directory && record.data == nil && record.size > 0 && record.asset == nil {
             if let row = try store.file(record.path), row.present, row.sha256 == record.sha256 { continue }
+            if try isOwnUnacknowledgedPush(record) { continue }
             out.append(index)
         }
         return out

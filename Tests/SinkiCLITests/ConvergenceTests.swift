@@ -138,3 +138,29 @@ import Testing
         #expect(first.stop() == 0)
     }
 }
+
+/// SIGKILL at unplanned instants while a burst is syncing (issue 2, crash safety).
+@Suite struct CrashTests {
+    @Test func killedAtRandomInstantsItStillConvergesWithoutConflicts() async throws {
+        let cluster = Cluster("sinki-crash")
+        try cluster.startServer()
+        try cluster.startAgent("a")
+        try cluster.startAgent("b")
+        let a = cluster.root("a")
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<4 {
+            for index in 0..<150 { try writeFile(a + "/r\(round)/f\(index).txt", "round \(round) file \(index)") }
+            for index in stride(from: 0, to: 150, by: 7) { try FileManager.default.removeItem(atPath: a + "/r\(round)/f\(index).txt") }
+            // Not a wait for a condition: a random instant to kill at.
+            try await Task.sleep(nanoseconds: UInt64.random(in: 0...80_000_000, using: &generator))
+            cluster.killAgent(UInt64.random(in: 0...1, using: &generator) == 0 ? "a" : "b")
+            if cluster.agent("a") == nil { try cluster.startAgent("a") }
+            if cluster.agent("b") == nil { try cluster.startAgent("b") }
+        }
+        try await cluster.waitForConvergence("a", "b", timeout: 10) { snapshot in
+            snapshot.entries.count == 4 * (150 - 22) + 4
+        }
+        let names = TreeSnapshot(cluster.root("b")).entries.keys
+        #expect(!names.contains { $0.contains(".sync-conflict-") })
+    }
+}

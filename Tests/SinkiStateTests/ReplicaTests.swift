@@ -267,4 +267,54 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         #expect(sent == ["Saves/d/e/f.save", "Saves/d/e", "Saves/d"])
         #expect(await fixture.replica.pendingCount == 0)
     }
+
+    @Test func aSaveWhoseAnswerWasLostIsTheNewBaseNotAConflict() async throws {
+        let fixture = try Fixture()
+        try fixture.write("a.save", "v1")
+        _ = try await fixture.replica.reconcile(root: 0, under: "")
+        _ = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: []) // sent; the answer is lost
+        try fixture.write("a.save", "v2, edited after")
+        _ = try await fixture.replica.check(root: 0, paths: ["a.save"])
+        // The feed brings the save back, without content (it is this device's own).
+        var echo = remote("Saves/a.save", "v1", tag: 5, device: "here")
+        echo.data = nil
+        let report = try await fixture.replica.apply([echo], token: nil)
+        #expect(report.conflicts.isEmpty && report.needContent.isEmpty)
+        #expect(fixture.read("a.save") == "v2, edited after")
+        let next = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        #expect(next.map(\.record.baseTag) == [5])
+        #expect(next.first?.record.sha256 == Digest.sha256Hex(Array("v2, edited after".utf8)))
+    }
+
+    @Test func aFileDeletedWhileItsFirstSaveIsInFlightIsDeletedRemotelyToo() async throws {
+        let fixture = try Fixture()
+        try fixture.write("tmp.save", "short-lived")
+        _ = try await fixture.replica.reconcile(root: 0, under: "")
+        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        try FileManager.default.removeItem(atPath: fixture.root + "/tmp.save")
+        _ = try await fixture.replica.check(root: 0, paths: ["tmp.save"])
+        var tag: Int64 = 0
+        _ = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
+        let next = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        #expect(next.map(\.record.deleted) == [true])
+        #expect(next.first?.record.baseTag == 1)
+    }
+
+    @Test func aFileDeletedAfterAnUnansweredSaveIsNotBroughtBack() async throws {
+        let fixture = try Fixture()
+        try fixture.write("gone.save", "v1")
+        _ = try await fixture.replica.reconcile(root: 0, under: "")
+        _ = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: []) // killed before the answer
+        try FileManager.default.removeItem(atPath: fixture.root + "/gone.save")
+        _ = try await fixture.replica.check(root: 0, paths: ["gone.save"])
+        var echo = remote("Saves/gone.save", "v1", tag: 3, device: "here")
+        echo.data = nil
+        #expect(try await fixture.replica.missingContent([echo]).isEmpty) // ours: nothing to fetch
+        let report = try await fixture.replica.apply([echo], token: nil)
+        #expect(report.conflicts.isEmpty && report.needContent.isEmpty)
+        #expect(!fixture.exists("gone.save"))
+        let next = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        #expect(next.map(\.record.deleted) == [true])
+        #expect(next.first?.record.baseTag == 3)
+    }
 }

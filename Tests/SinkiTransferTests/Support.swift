@@ -13,7 +13,7 @@ final class Peer: Sendable {
 
     /// Hidden (leading dot) only because SwiftPM warns about any other file it does not build in a test
     /// target's folder, and this package's manifest does not exclude `Fixtures/`.
-    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/.peer.py").path
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/peer.py").path
 
     init() async throws {
         let logs = TemporaryDirectory("sinki-peer")
