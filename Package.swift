@@ -31,7 +31,7 @@ let package = Package(
         .target(name: "SinkiLoop", dependencies: ["CUV", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiTransfer", dependencies: ["CCurl", "CCurlShim", "CUV", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiWatch", dependencies: ["CUV", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
-        .target(name: "SinkiState", dependencies: ["CUV", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiSupport", "SinkiWatch"], swiftSettings: strict),
+        .target(name: "SinkiState", dependencies: ["CSystemShim", "CUV", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiSupport", "SinkiWatch"], swiftSettings: strict),
         .target(name: "SinkiMerge", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiConfig", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiServer", dependencies: ["CMicroHTTPD", "CMicroHTTPDShim", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),

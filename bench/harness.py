@@ -3,7 +3,7 @@
 Every benchmark runs sinkid and the peers in the same sequence, several times, and prints median and
 minimum with the ratio against each peer measured in the same run.
 """
-import os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import atexit, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -136,8 +136,25 @@ def print_table(title, rows, unit="s", ours="sinkid"):
         print(f"  {r['name']:<22}{r['median']:>9.3f}{unit}{r['min']:>9.3f}{unit}{r['runs']:>6}   {ratio:>12}")
 
 
+_leftovers = []
+
+
+def _remove_leftovers():
+    for path in _leftovers:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+atexit.register(_remove_leftovers)
+
+
 class Scratch:
-    """A temporary folder on the same file system as the benchmark's trees."""
+    """A temporary folder on the same file system as the benchmark's trees.
+
+    Folders are removed only when the benchmark exits: on ext4 without a journal (as here), inodes
+    deleted in the last minutes make every new inode allocation scan past them
+    (`recently_deleted` in the kernel's ialloc.c), which slows file creation several-fold for a
+    while. Deleting 10,000 files between runs would make each run pay for the previous one.
+    """
 
     def __init__(self, label):
         base = os.environ.get("SINKI_BENCH_DIR") or tempfile.gettempdir()
@@ -147,7 +164,7 @@ class Scratch:
         return os.path.join(self.path, *parts)
 
     def close(self):
-        shutil.rmtree(self.path, ignore_errors=True)
+        _leftovers.append(self.path)
 
 
 class SinkiPair:

@@ -19,3 +19,7 @@ int sinki_openat_beneath(int dirfd, const char *path, int flags, mode_t mode) {
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
 }
+
+int sinki_open_anonymous(int dirfd, int flags, mode_t mode) {
+    return openat(dirfd, ".", O_TMPFILE | flags, mode);
+}

@@ -1,3 +1,4 @@
+import CSystemShim
 import Glibc
 import SinkiSupport
 import SinkiWatch
@@ -7,25 +8,62 @@ import SinkiWatch
 /// caller makes a whole batch durable with one `syncfs`.
 enum DiskWriter {
     /// Writes `bytes` as `name` in the directory `parent`; returns the new file's stat.
-    /// `expect` is what must still be at `name` (nil: nothing) right before the rename, so a local
-    /// edit that lands meanwhile is not overwritten.
+    /// `expect` is what must still be at `name` (nil: nothing) right before it is replaced, so a
+    /// local edit that lands meanwhile is not overwritten. `willAppear` runs just before the name
+    /// appears, with the anonymous file's inode when there is one (its inotify events name it `#INO`).
     static func writeFile(parent: Int32, parentPath: String, name: String, bytes: [UInt8], mode: UInt32, modifiedAt: Int64,
-                          expect: FileStat?) throws(SystemError) -> FileStat {
+                          expect: FileStat?, willAppear: (UInt64?) -> Void = { _ in }) throws(SystemError) -> FileStat {
+        let wanted = mode_t(mode & 0o777)
+        if expect == nil {
+            // A new file: an anonymous inode, filled, then linked under its name. The name appears
+            // whole in one directory operation (no temporary name, no rename), and linkat refuses
+            // if something took the name meanwhile.
+            let fd = sinki_open_anonymous(parent, O_WRONLY | O_CLOEXEC, wanted)
+            if fd >= 0 {
+                let file = FileDescriptor(raw: fd, path: parentPath + "/" + name)
+                try fill(file, bytes: bytes, mode: wanted, modifiedAt: modifiedAt)
+                let stat = try file.stat()
+                willAppear(stat.inode)
+                try syscall("link", path: file.path) { linkat(AT_FDCWD, "/proc/self/fd/\(fd)", parent, name, AT_SYMLINK_FOLLOW) }
+                return stat
+            }
+            // File systems without O_TMPFILE take the temporary-name path below.
+            guard errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL || errno == ENOENT else {
+                throw SystemError("open", errno: errno, path: parentPath + "/" + name)
+            }
+        }
         let temp = TempNames.make(for: name)
         let fd = try syscall("open", path: parentPath + "/" + temp) {
-            openat(parent, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            openat(parent, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, wanted)
         }
         let file = FileDescriptor(raw: fd, path: parentPath + "/" + temp)
         do {
-            try file.write(bytes)
-            try syscall("fchmod", path: file.path) { fchmod(fd, mode_t(mode & 0o777)) }
-            try file.setModified(modifiedAt)
+            try fill(file, bytes: bytes, mode: wanted, modifiedAt: modifiedAt)
+            // The inode, size and mtime survive the rename: no need to stat the name afterwards.
+            let stat = try file.stat()
+            willAppear(nil)
             try replace(parent: parent, parentPath: parentPath, temp: temp, name: name, expect: expect)
+            return stat
         } catch {
             unlinkat(parent, temp, 0)
             throw error
         }
-        return try statEntry(parent: parent, parentPath: parentPath, name: name)
+    }
+
+    /// The process's umask, read once (reading it means setting it, so never again later).
+    static let umaskBits: mode_t = {
+        let old = umask(0o022)
+        umask(old)
+        return old
+    }()
+
+    private static func fill(_ file: FileDescriptor, bytes: [UInt8], mode: mode_t, modifiedAt: Int64) throws(SystemError) {
+        try file.write(bytes)
+        // open() applied the umask; only when that changed the mode is a fchmod needed.
+        if mode & ~umaskBits != mode {
+            try syscall("fchmod", path: file.path) { fchmod(file.raw, mode) }
+        }
+        try file.setModified(modifiedAt)
     }
 
     /// Makes `name` a symlink to `target`, replacing what is there.

@@ -250,26 +250,39 @@ extension Replica {
             }
         }
         let echoes = self.echoes
-        let outcomes: [WriteResult] = Blocking.map(fileJobs) { job in
-            let plan = plans[job.index]
-            echoes?.expect(root: plan.root, relative: plan.relative, .fileIn)
-            do {
-                let bytes = try Self.content(of: plan.record)
-                let stat: FileStat
-                if plan.action == .symlink {
-                    stat = try DiskWriter.writeSymlink(parent: job.parent, parentPath: job.parentPath, name: job.name, target: bytes,
-                                                       expect: plan.expect)
-                } else {
-                    stat = try DiskWriter.writeFile(parent: job.parent, parentPath: job.parentPath, name: job.name, bytes: bytes,
-                                                    mode: plan.record.mode, modifiedAt: plan.record.modifiedAt, expect: plan.expect)
+        // Files in one directory are written by one thread: creating entries in a directory takes
+        // its lock, so two threads in one directory mostly wait for each other.
+        var byDirectory: [Int32: [FileJob]] = [:]
+        for job in fileJobs { byDirectory[job.parent, default: []].append(job) }
+        let groups = Array(byDirectory.values)
+        let outcomes: [[WriteResult]] = Blocking.map(groups) { group in
+            group.map { job in
+                let plan = plans[job.index]
+                do {
+                    let bytes = try Self.content(of: plan.record)
+                    let stat: FileStat
+                    if plan.action == .symlink {
+                        echoes?.expect(root: plan.root, relative: plan.relative, .fileIn)
+                        stat = try DiskWriter.writeSymlink(parent: job.parent, parentPath: job.parentPath, name: job.name, target: bytes,
+                                                           expect: plan.expect)
+                    } else {
+                        let directory = plan.relative.lastIndex(of: "/").map { String(plan.relative[..<$0]) + "/" } ?? ""
+                        stat = try DiskWriter.writeFile(parent: job.parent, parentPath: job.parentPath, name: job.name, bytes: bytes,
+                                                        mode: plan.record.mode, modifiedAt: plan.record.modifiedAt, expect: plan.expect) { inode in
+                            echoes?.expect(root: plan.root, relative: plan.relative, .fileIn)
+                            if let inode { echoes?.expect(root: plan.root, relative: directory + "#\(inode)", .anonymous) }
+                        }
+                    }
+                    return .done(stat)
+                } catch {
+                    echoes?.cancel(root: plan.root, relative: plan.relative, .fileIn)
+                    return .failed("\(error)")
                 }
-                return .done(stat)
-            } catch {
-                echoes?.cancel(root: plan.root, relative: plan.relative, .fileIn)
-                return .failed("\(error)")
             }
         }
-        for (job, outcome) in zip(fileJobs, outcomes) { results[job.index] = outcome }
+        for (group, results2) in zip(groups, outcomes) {
+            for (job, outcome) in zip(group, results2) { results[job.index] = outcome }
+        }
         withExtendedLifetime(parents) {}
         let written = Clock.monotonic()
         defer { logger.debug("apply: writes \((written - startedWrites) / 1_000_000) ms, syncfs \((Clock.monotonic() - written) / 1_000_000) ms") }

@@ -12,6 +12,8 @@ public final class EchoFilter: Sendable {
     /// What the agent's own write shows up as.
     public enum Kind: Sendable {
         case fileIn, fileGone, directoryMade, directoryGone
+        /// The writes and close of an anonymous (O_TMPFILE) file, reported under the name `#INODE`.
+        case anonymous
     }
 
     private struct Key: Hashable {
@@ -50,8 +52,14 @@ public final class EchoFilter: Sendable {
         let kind: Kind
         if event.isDirectory {
             if event.has(IN_CREATE) || event.has(IN_MOVED_TO) { kind = .directoryMade } else if event.has(IN_DELETE) { kind = .directoryGone } else { return false }
+        } else if event.relative.split(separator: "/").last.map(Self.isAnonymousName) == true && (event.has(IN_MODIFY) || event.has(IN_CLOSE_WRITE)) {
+            // Every write to the anonymous file reports; the expectation goes with its close.
+            kind = .anonymous
+            if !event.has(IN_CLOSE_WRITE) {
+                return pending.withLock { $0[Key(root: event.root, relative: event.relative, kind: kind)] != nil }
+            }
         } else {
-            if event.has(IN_MOVED_TO) { kind = .fileIn } else if event.has(IN_DELETE) { kind = .fileGone } else { return false }
+            if event.has(IN_MOVED_TO) || event.has(IN_CREATE) { kind = .fileIn } else if event.has(IN_DELETE) { kind = .fileGone } else { return false }
         }
         let key = Key(root: event.root, relative: event.relative, kind: kind)
         let now = Clock.monotonic()
@@ -63,4 +71,9 @@ public final class EchoFilter: Sendable {
     }
 
     public var count: Int { pending.withLock { $0.count } }
+
+    /// `#` and digits: how the kernel names an O_TMPFILE inode in inotify events.
+    static func isAnonymousName(_ name: Substring) -> Bool {
+        name.count > 1 && name.first == "#" && name.dropFirst().allSatisfy(\.isNumber)
+    }
 }
