@@ -9,8 +9,11 @@ extension Agent {
         for root in batch.rootsGone {
             logger.error("root \(configuration.roots[root].path) disappeared or was moved; its changes are not synced until it is back and sinkid restarts")
         }
-        pendingWatch.changes += batch.changes.filter { !batch.rootsGone.contains($0.root) }
-        pendingWatch.overflow = pendingWatch.overflow || batch.overflow
+        var kept = batch
+        kept.changes = batch.changes.filter { !batch.rootsGone.contains($0.root) }
+        kept.moves = batch.moves.filter { !batch.rootsGone.contains($0.root) }
+        kept.rootsGone = []
+        pendingWatch.merge(kept)
         if !lookingAtDisk {
             lookingAtDisk = true
             Task { await self.lookAtDisk() }
@@ -21,7 +24,7 @@ extension Agent {
     private func lookAtDisk() async {
         defer { lookingAtDisk = false }
         guard let replica else { return }
-        while !stopping && (!pendingWatch.changes.isEmpty || pendingWatch.overflow) {
+        while !stopping && !pendingWatch.isEmpty {
             let batch = pendingWatch
             pendingWatch = WatchBatch()
             var plain: [Int: Set<String>] = [:]
@@ -33,9 +36,15 @@ extension Agent {
                     if change.recursive { walks.append((change.root, change.relative)) } else { plain[change.root, default: []].insert(change.relative) }
                 }
             }
-            logger.debug("watch: \(batch.changes.count) path(s)\(batch.overflow ? ", overflow" : "")")
+            logger.debug("watch: \(batch.changes.count) path(s), \(batch.moves.count) move(s)\(batch.overflow ? ", overflow" : "")")
             do {
                 var queued = 0
+                if !batch.overflow {
+                    for move in batch.moves {
+                        queued += try await replica.move(root: move.root, from: move.from, to: move.to, isDirectory: move.isDirectory,
+                                                         progress: pushProgress).queued
+                    }
+                }
                 for (root, paths) in plain {
                     queued += try await replica.check(root: root, paths: Array(paths), progress: pushProgress).queued
                 }

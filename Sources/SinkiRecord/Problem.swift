@@ -82,6 +82,7 @@ public struct ProblemKind: Sendable, Equatable {
     public static let tokenExpired = ProblemKind(code: "token-expired", title: "The change token predates the retained history; resync", status: 410)
     public static let tooLarge = ProblemKind(code: "too-large", title: "The request body is too large", status: 413)
     public static let unsupportedMediaType = ProblemKind(code: "unsupported-media-type", title: "The content type is not accepted here", status: 415)
+    public static let moveSourceGone = ProblemKind(code: "move-source-gone", title: "A move's source record is gone or holds other content; send the content", status: 409)
     public static let internalError = ProblemKind(code: "internal", title: "The server failed", status: 500)
     public static let unavailable = ProblemKind(code: "unavailable", title: "The server is shutting down or overloaded", status: 503)
 }

@@ -45,10 +45,14 @@ public struct Record: Sendable, Equatable {
     /// Nanoseconds since the Unix epoch.
     public var modifiedAt: Int64
     public var device: String
+    /// The path this content was renamed from: the server copies the content of the record there,
+    /// and a peer that has that file unchanged renames it instead of writing it again.
+    public var movedFrom: String?
 
     public init(path: String, type: String = Record.defaultType, data: [UInt8]? = nil, asset: Asset? = nil,
                 deleted: Bool = false, changeTag: Int64 = 0, baseTag: Int64 = 0, size: Int64 = 0,
-                sha256: String = "", mode: UInt32 = 0o644, modifiedAt: Int64 = 0, device: String = "") {
+                sha256: String = "", mode: UInt32 = 0o644, modifiedAt: Int64 = 0, device: String = "",
+                movedFrom: String? = nil) {
         self.path = path
         self.type = type
         self.data = data
@@ -61,6 +65,7 @@ public struct Record: Sendable, Equatable {
         self.mode = mode
         self.modifiedAt = modifiedAt
         self.device = device
+        self.movedFrom = movedFrom
     }
 
     public var kind: RecordKind {

@@ -32,6 +32,7 @@ extension Record {
         writer.field("mode", Int64(mode))
         writer.field("modifiedAt", modifiedAt)
         writer.field("device", device)
+        if let movedFrom { writer.field("movedFrom", movedFrom) }
         writer.endObject()
     }
 
@@ -70,6 +71,7 @@ extension Record {
                 record.mode = UInt32(mode)
             case "modifiedAt": record.modifiedAt = try reader.readInt64()
             case "device": record.device = try reader.readString()
+            case "movedFrom": record.movedFrom = reader.readNull() ? nil : try reader.readString()
             default: try reader.skipValue()
             }
         }

@@ -22,10 +22,10 @@ enum DiskWriter {
             if fd >= 0 {
                 let file = FileDescriptor(raw: fd, path: parentPath + "/" + name)
                 try fill(file, bytes: bytes, mode: wanted, modifiedAt: modifiedAt)
-                let stat = try file.stat()
-                willAppear(stat.inode)
+                willAppear(try file.stat().inode)
                 try syscall("link", path: file.path) { linkat(AT_FDCWD, "/proc/self/fd/\(fd)", parent, name, AT_SYMLINK_FOLLOW) }
-                return stat
+                // After the link: it changed the ctime the database keeps.
+                return try file.stat()
             }
             // File systems without O_TMPFILE take the temporary-name path below.
             guard errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL || errno == ENOENT else {
@@ -39,11 +39,10 @@ enum DiskWriter {
         let file = FileDescriptor(raw: fd, path: parentPath + "/" + temp)
         do {
             try fill(file, bytes: bytes, mode: wanted, modifiedAt: modifiedAt)
-            // The inode, size and mtime survive the rename: no need to stat the name afterwards.
-            let stat = try file.stat()
             willAppear(nil)
             try replace(parent: parent, parentPath: parentPath, temp: temp, name: name, expect: expect)
-            return stat
+            // Still open: the stat after the rename (which changed its ctime) without a lookup.
+            return try file.stat()
         } catch {
             unlinkat(parent, temp, 0)
             throw error

@@ -3,13 +3,13 @@ import SinkiSupport
 
 /// Queries on the files table.
 extension StateStore {
-    static let fileColumns = "path, kind, present, size, mtime, ctime, inode, mode, sha256, type, tag, synced_sha256, synced_deleted"
+    static let fileColumns = "path, kind, present, size, mtime, ctime, inode, mode, sha256, type, tag, synced_sha256, synced_deleted, moved_from"
 
     static func readFile(_ row: Statement, offset o: Int32 = 0) -> KnownFile {
         KnownFile(path: row.text(o), kind: RecordKind(code: row.int64(o + 1)), present: row.bool(o + 2), size: row.int64(o + 3),
                   mtime: row.int64(o + 4), ctime: row.int64(o + 5), inode: UInt64(bitPattern: row.int64(o + 6)),
                   mode: UInt32(row.int64(o + 7)), sha256: row.text(o + 8), type: row.text(o + 9), tag: row.int64(o + 10),
-                  syncedSHA256: row.optionalText(o + 11), syncedDeleted: row.bool(o + 12))
+                  syncedSHA256: row.optionalText(o + 11), syncedDeleted: row.bool(o + 12), movedFrom: row.optionalText(o + 13))
     }
 
     public func file(_ path: String) throws(SQLiteError) -> KnownFile? {
@@ -21,14 +21,14 @@ extension StateStore {
 
     public func saveFile(_ file: KnownFile) throws(SQLiteError) {
         try database.run("""
-            INSERT INTO files(path, kind, present, size, mtime, ctime, inode, mode, sha256, type, tag, synced_sha256, synced_deleted)
-            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO files(path, kind, present, size, mtime, ctime, inode, mode, sha256, type, tag, synced_sha256, synced_deleted, moved_from)
+            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(path) DO UPDATE SET kind = excluded.kind, present = excluded.present, size = excluded.size,
                 mtime = excluded.mtime, ctime = excluded.ctime, inode = excluded.inode, mode = excluded.mode,
                 sha256 = excluded.sha256, type = excluded.type, tag = excluded.tag,
-                synced_sha256 = excluded.synced_sha256, synced_deleted = excluded.synced_deleted
+                synced_sha256 = excluded.synced_sha256, synced_deleted = excluded.synced_deleted, moved_from = excluded.moved_from
             """, file.path, file.kind.code, file.present, file.size, file.mtime, file.ctime, UInt64(file.inode), file.mode,
-            file.sha256, file.type, file.tag, file.syncedSHA256, file.syncedDeleted)
+            file.sha256, file.type, file.tag, file.syncedSHA256, file.syncedDeleted, file.movedFrom)
     }
 
     public func removeFile(_ path: String) throws(SQLiteError) {
@@ -53,6 +53,11 @@ extension StateStore {
             out[file.path] = file
         }
         return out
+    }
+
+    /// Whether a pending move names `path` as its source (its tombstone must wait for that save).
+    public func isPendingMoveSource(_ path: String) throws(SQLiteError) -> Bool {
+        try database.scalar("SELECT 1 FROM files f JOIN outbox o ON o.path = f.path WHERE f.moved_from = ? LIMIT 1", path) != nil
     }
 
     /// Counts of files present, and their bytes, below a root.

@@ -21,10 +21,13 @@ public struct KnownFile: Sendable, Equatable {
     /// Content hash of that shared version (nil: never synced).
     public var syncedSHA256: String?
     public var syncedDeleted: Bool
+    /// This content was renamed here from that path and the server has not taken it yet: the push
+    /// names the source instead of sending the bytes again.
+    public var movedFrom: String?
 
     public init(path: String, kind: RecordKind, present: Bool, size: Int64 = 0, mtime: Int64 = 0, ctime: Int64 = 0,
                 inode: UInt64 = 0, mode: UInt32 = 0, sha256: String = "", type: String = "", tag: Int64 = 0,
-                syncedSHA256: String? = nil, syncedDeleted: Bool = false) {
+                syncedSHA256: String? = nil, syncedDeleted: Bool = false, movedFrom: String? = nil) {
         self.path = path
         self.kind = kind
         self.present = present
@@ -38,6 +41,7 @@ public struct KnownFile: Sendable, Equatable {
         self.tag = tag
         self.syncedSHA256 = syncedSHA256
         self.syncedDeleted = syncedDeleted
+        self.movedFrom = movedFrom
     }
 
     /// Whether `stat` shows the same thing this row last saw (content need not be read again).
@@ -47,7 +51,8 @@ public struct KnownFile: Sendable, Equatable {
         switch kind {
         case .directory: return mode == stat.mode
         case .file, .symlink:
-            return size == stat.size && mtime == stat.mtime && inode == stat.inode && mode == stat.mode
+            // ctime too: content rewritten with its old mtime restored (tar, rsync -t) shows only there.
+            return size == stat.size && mtime == stat.mtime && inode == stat.inode && mode == stat.mode && ctime == stat.ctime
         }
     }
 

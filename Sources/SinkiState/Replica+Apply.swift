@@ -3,6 +3,7 @@ import SinkiLoop
 import SinkiRecord
 import SinkiSupport
 import SinkiWatch
+import CSystemShim
 
 /// A remote change that reached the disk (for observers and `sinkid watch`).
 public struct AppliedChange: Sendable, Equatable {
@@ -34,7 +35,7 @@ public struct ApplyReport: Sendable {
 
 /// One planned disk operation of a batch.
 struct PlannedWrite: Sendable {
-    enum Action: Sendable { case write, symlink, mkdir, delete, adopt }
+    enum Action: Sendable { case write, symlink, mkdir, delete, adopt, rename }
     var action: Action
     var record: Record
     var root: Int
@@ -44,6 +45,9 @@ struct PlannedWrite: Sendable {
     var row: KnownFile?
     /// The observer event to report instead of changed/deleted (a conflict or merge result).
     var event: AppliedChange.Event?
+    /// For a rename: the local path (below the same root) whose unchanged content becomes this one.
+    var source: String?
+    var sourceRow: KnownFile?
 }
 
 extension Replica {
@@ -118,6 +122,7 @@ extension Replica {
         if record.deleted {
             return PlannedWrite(action: .delete, record: record, root: root, relative: relative, expect: stat, row: row)
         }
+        if stat == nil, let rename = try renamePlan(record, root: root, relative: relative, row: row) { return rename }
         switch record.kind {
         case .directory:
             return PlannedWrite(action: .mkdir, record: record, root: root, relative: relative, expect: stat, row: row)
@@ -133,6 +138,21 @@ extension Replica {
             return PlannedWrite(action: record.kind == .symlink ? .symlink : .write, record: record, root: root,
                                 relative: relative, expect: stat, row: row)
         }
+    }
+
+    /// A record renamed from a path that is here, unchanged and settled: rename it locally instead of
+    /// writing the content again (a directory moves with everything in it).
+    private func renamePlan(_ record: Record, root: Int, relative: String, row: KnownFile?) throws -> PlannedWrite? {
+        guard !record.deleted, let source = record.movedFrom, let sourcePath = try? RecordPath(validating: source),
+              let (sourceRoot, sourceRelative) = locate(sourcePath), sourceRoot == root, sourceRelative != relative,
+              !relative.hasPrefix(sourceRelative + "/"),
+              let sourceRow = try store.file(source), sourceRow.present, sourceRow.kind == record.kind,
+              record.kind == .directory || sourceRow.sha256 == record.sha256,
+              try store.outboxEntry(source) == nil,
+              try record.kind != .directory || !store.hasOutbox(below: source),
+              let sourceStat = try? safeRoots[root].stat(sourceRelative), sourceRow.matches(sourceStat) else { return nil }
+        return PlannedWrite(action: .rename, record: record, root: root, relative: relative, expect: nil, row: row,
+                            source: sourceRelative, sourceRow: sourceRow)
     }
 
     /// Whether `remote` is what this agent last pushed for its path (the server took it, the answer
@@ -185,14 +205,14 @@ extension Replica {
             func rank(_ action: PlannedWrite.Action) -> Int {
                 switch action {
                 case .adopt: return 0
-                case .mkdir: return 1
+                case .mkdir, .rename: return 1
                 case .write, .symlink: return 2
                 case .delete: return 3
                 }
             }
             if rank(left.action) != rank(right.action) { return rank(left.action) < rank(right.action) }
             if left.action == .delete { return left.relative.utf8.count > right.relative.utf8.count }
-            if left.action == .mkdir { return left.relative.utf8.count < right.relative.utf8.count }
+            if left.action == .mkdir || left.action == .rename { return left.relative.utf8.count < right.relative.utf8.count }
             return a < b
         }
         // Parents are opened here, on this executor; the writes themselves fan out below.
@@ -228,11 +248,19 @@ extension Replica {
                     let directory = try parent(plan)
                     touchedRoots.insert(plan.root)
                     fileJobs.append(FileJob(index: index, parent: directory.raw, parentPath: directory.path, name: name(plan)))
+                case .rename:
+                    let directory = try parent(plan)
+                    touchedRoots.insert(plan.root)
+                    results[index] = renameLocally(plan, into: directory, name: name(plan))
                 case .delete:
                     guard plan.expect != nil else { continue }
                     let directory: FileDescriptor
                     do { directory = try parent(plan) } catch let error where error.errno == ENOENT { continue }
                     touchedRoots.insert(plan.root)
+                    guard (try? FileDescriptor.statEntry(parent: directory.raw, parentPath: directory.path, name: name(plan))) != nil else {
+                        results[index] = .done(nil) // gone already (renamed away earlier in this batch)
+                        continue
+                    }
                     let echo: EchoFilter.Kind = plan.expect?.kind == .directory ? .directoryGone : .fileGone
                     echoes?.expect(root: plan.root, relative: plan.relative, echo)
                     do {
@@ -303,6 +331,36 @@ extension Replica {
         return results
     }
 
+    /// Renames `plan.source` to the plan's path (never replacing anything), telling the watcher to
+    /// expect both events and moving a directory's watches along.
+    private func renameLocally(_ plan: PlannedWrite, into directory: FileDescriptor, name: String) -> WriteResult {
+        guard let source = plan.source, let sourceRow = plan.sourceRow else { return .failed("bug: rename without a source") }
+        var made: [String] = []
+        guard let sourceParent = try? safeRoots[plan.root].openParent(of: source, create: false, made: &made) else {
+            return .failed("cannot open the folder of \(quoted(source))")
+        }
+        let sourceName = source.split(separator: "/").last.map(String.init) ?? source
+        let isDirectory = plan.record.kind == .directory
+        echoes?.expect(root: plan.root, relative: source, .movedAway)
+        echoes?.expect(root: plan.root, relative: plan.relative, isDirectory ? .directoryMade : .fileIn)
+        if sinki_rename_noreplace(sourceParent.raw, sourceName, directory.raw, name) != 0 {
+            let code = errno
+            echoes?.cancel(root: plan.root, relative: source, .movedAway)
+            echoes?.cancel(root: plan.root, relative: plan.relative, isDirectory ? .directoryMade : .fileIn)
+            // Already moved by the rename of a directory above it in this batch: same inode, done.
+            if code == ENOENT, let there = try? FileDescriptor.statEntry(parent: directory.raw, parentPath: directory.path, name: name),
+               there.inode == sourceRow.inode {
+                return .done(there)
+            }
+            return .failed("rename \(quoted(source)): \(SystemError("rename", errno: code).message)")
+        }
+        if isDirectory { inotify?.renameWatches(root: plan.root, from: source, to: plan.relative) }
+        guard let stat = try? FileDescriptor.statEntry(parent: directory.raw, parentPath: directory.path, name: name) else {
+            return .failed("\(quoted(plan.relative)) vanished right after its rename")
+        }
+        return .done(stat)
+    }
+
     /// Directories this apply made get their watch here (their creation event was dropped as our own
     /// echo); anything in them the apply did not write was made locally meanwhile: look at it.
     private func watchNewDirectories(_ made: [(Int, String)], plans: [PlannedWrite], report: inout ApplyReport) {
@@ -321,6 +379,28 @@ extension Replica {
                     report.toCheck.append((root, child))
                 }
             }
+        }
+    }
+
+    /// The database side of a local rename: rows at `from` (and below) now live at `to`, with no
+    /// shared version yet (their own records, coming next, settle that without reading anything).
+    func moveRows(root: Int, from: String, to: String) throws {
+        let fromPath = recordPath(root: root, relative: from)
+        let toPath = recordPath(root: root, relative: to)
+        for row in try store.files(under: fromPath) where row.present {
+            var moved = row
+            moved.path = toPath + row.path.dropFirst(fromPath.count)
+            moved.tag = 0
+            moved.syncedSHA256 = nil
+            moved.syncedDeleted = false
+            moved.movedFrom = nil
+            if let existing = try store.file(moved.path) {
+                moved.tag = existing.tag
+                moved.syncedSHA256 = existing.syncedSHA256
+                moved.syncedDeleted = existing.syncedDeleted
+            }
+            try store.saveFile(moved)
+            try store.removeFile(row.path)
         }
     }
 
@@ -354,6 +434,17 @@ extension Replica {
             logger.info("kept \(quoted(localPath)): deleted remotely but it holds files changed here")
             return
         case let .done(stat):
+            if plan.action == .rename, let source = plan.source {
+                try moveRows(root: plan.root, from: source, to: plan.relative)
+                var moved = try store.file(record.path) ?? row
+                if let stat { moved.observe(stat) }
+                moved.agree(with: record)
+                moved.movedFrom = nil
+                try store.saveFile(moved)
+                try store.dequeue(moved.path)
+                report.applied.append(AppliedChange(path: record.path, event: .changed, localPath: localPath, type: record.type))
+                return
+            }
             if plan.action == .adopt {
                 row.agree(with: record)
                 try store.saveFile(row)

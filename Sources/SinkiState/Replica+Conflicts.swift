@@ -71,6 +71,9 @@ extension Replica {
         let now = Clock.now()
         for attempt in 0..<100 {
             let copyName = ConflictName.make(for: name, device: device, time: now, attempt: attempt)
+            // Our own rename: the watcher must not see it as the user moving the file away.
+            echoes?.expect(root: root, relative: relative, .movedAway)
+            echoes?.expect(root: root, relative: directory + copyName, row.kind == .directory ? .directoryMade : .fileIn)
             if sinki_rename_noreplace(parent.raw, name, parent.raw, copyName) == 0 {
                 let copyRelative = directory + copyName
                 let copyPath = recordPath(root: root, relative: copyRelative)
@@ -89,6 +92,8 @@ extension Replica {
                 return copyPath
             }
             let code = errno
+            echoes?.cancel(root: root, relative: relative, .movedAway)
+            echoes?.cancel(root: root, relative: directory + copyName, row.kind == .directory ? .directoryMade : .fileIn)
             if code == EEXIST { continue }
             logger.error("cannot keep \(quoted(parent.path + "/" + name)) aside: \(SystemError("rename", errno: code).message)")
             return nil

@@ -14,6 +14,8 @@ public struct ObserveReport: Sendable, Equatable {
     public var hashed = 0
     /// The watch limit (`fs.inotify.max_user_watches`) was reached while walking.
     public var watchLimitHit = false
+    /// Directories left without a watch because of the limit.
+    public var unwatched = 0
     public init() {}
 }
 
@@ -36,16 +38,19 @@ extension Replica {
         let watchLimitHit = Flag()
         let inotify = self.inotify
         let logger = self.logger
+        let rules = ignores[root]
+        let unwatched = UnwatchedList()
         let walker = TreeWalker(beforeListing: { directory, rel in
             guard let inotify else { return }
             do {
                 try inotify.watch(directory, root: root, relative: rel)
             } catch let error as SystemError where error.errno == ENOSPC {
                 watchLimitHit.value = true
+                unwatched.paths.append(rel)
             } catch {
                 logger.warning("cannot watch \(directory.path): \(error)")
             }
-        })
+        }, isIgnored: rules.isEmpty ? nil : { rel, isDirectory in rules.isIgnored(rel, isDirectory: isDirectory) })
         let walk: WalkReport
         do throws(SystemError) {
             walk = try walker.walk(root: try safeRoots[root].descriptor(), relative: relative)
@@ -76,16 +81,34 @@ extension Replica {
             if let row, row.matches(entry.stat) { continue }
             observations.append(Observation(root: root, relative: entry.relative, path: path, stat: entry.stat, known: row))
         }
-        // Whatever the database had below here and the walk did not find is gone.
+        // Whatever the database had below here and the walk did not find is gone, unless the walk
+        // skipped it because it is ignored now: that is forgotten here, never deleted elsewhere.
+        var forgotten: [String] = []
         for (path, row) in known {
             let relativePath = String(path.dropFirst(roots[root].name.count + 1))
+            if isIgnored(root: root, relative: relativePath, isDirectory: row.kind == .directory) {
+                forgotten.append(path)
+                continue
+            }
             observations.append(Observation(root: root, relative: relativePath, path: path, stat: nil, known: row))
         }
+        if !forgotten.isEmpty {
+            try store.transaction {
+                for path in forgotten {
+                    try store.removeFile(path)
+                    try store.dequeue(path)
+                }
+            }
+        }
+        unwatchedDirectories[root].formUnion(unwatched.paths)
         // Parents before children, and gone paths deepest first, across the whole walk; then in
         // chunks, each its own transaction, so that pushing starts while the rest is still hashed
         // (other calls may run between chunks).
         let present = observations.filter { $0.stat != nil }.sorted { $0.path < $1.path }
         let gone = observations.filter { $0.stat == nil }.sorted { $0.path.utf8.count > $1.path.utf8.count }
+        // Known before any chunk is absorbed, so a file renamed while the agent was not looking is
+        // matched with its old path whichever chunk each lands in.
+        for observation in gone { if let row = observation.known { rememberGone(row) } }
         let ordered = present + gone
         var start = 0
         while start < ordered.count {
@@ -99,6 +122,7 @@ extension Replica {
         }
         report.seen = walk.entries.count
         report.watchLimitHit = watchLimitHit.value
+        report.unwatched = unwatched.paths.count
         return report
     }
 
@@ -113,6 +137,18 @@ extension Replica {
             if relative.isEmpty { walks.append(""); continue }
             let path = recordPath(root: root, relative: relative)
             if (try? RecordPath(validating: path)) == nil { continue }
+            if isIgnored(root: root, relative: relative, isDirectory: false) || isIgnored(root: root, relative: relative, isDirectory: true) {
+                // Ignored now: not synced from here on, and never deleted elsewhere for it.
+                if try store.file(path) != nil {
+                    try store.transaction {
+                        for below in try store.files(under: path) {
+                            try store.removeFile(below.path)
+                            try store.dequeue(below.path)
+                        }
+                    }
+                }
+                continue
+            }
             let stat: FileStat?
             do { stat = try safeRoots[root].stat(relative) } catch {
                 if case .symlinkInPath = error { stat = nil } else { throw error }
@@ -168,6 +204,8 @@ extension Replica {
         for index in observations.indices where observations[index].stat == nil {
             if let now = try? safeRoots[observations[index].root].stat(observations[index].relative), now.kind != .special {
                 observations[index].stat = now
+            } else if let row = observations[index].known, row.present {
+                rememberGone(row)
             }
         }
         let toHash = observations.indices.filter { observations[$0].stat.map { $0.kind != .directory } ?? false }
@@ -208,8 +246,14 @@ extension Replica {
                         if row.type.isEmpty || row.type != Record.directoryType { row.type = Record.directoryType }
                     } else if let content = hashes[index] {
                         if content.unstable { unstable.append((observation.root, observation.relative)) }
+                        let wasPresent = row.present
+                        if row.sha256 != content.sha256 { row.movedFrom = nil }
                         row.observe(content.stat)
                         row.sha256 = content.sha256
+                        if !wasPresent, stat.kind == .file, let source = takeGone(sha256: content.sha256, size: content.stat.size) {
+                            // Same size and hash as a file that just vanished: renamed, without the cookie pair.
+                            row.movedFrom = source
+                        }
                         row.type = stat.kind == .symlink ? Record.symlinkType : typeFor(observation.path)
                     } else {
                         continue // vanished while we read it; its delete event follows
@@ -245,6 +289,11 @@ extension Replica {
 /// A flag a non-escaping walk callback can set (closures may not capture a mutable local).
 final class Flag {
     var value = false
+}
+
+/// Directories a walk could not watch (the inotify watch limit), collected by its callback.
+final class UnwatchedList {
+    var paths: [String] = []
 }
 
 extension Replica {

@@ -33,6 +33,8 @@ extension Replica {
             var root: Int
             var relative: String
             var cached: [UInt8]?
+            /// A rename the server can complete from content it holds.
+            var moveSource: String?
         }
         var jobs: [Job] = []
         for (entry, row) in entries {
@@ -50,8 +52,11 @@ extension Replica {
             // A directory's tombstone waits until those of its contents are accepted: a peer that
             // got it first could not remove the directory, and would keep it.
             if try !row.present && row.kind == .directory && store.hasOutbox(below: entry.path) { continue }
-            let cached = row.present && row.kind != .directory ? takeCached(row)?.data : nil
-            jobs.append(Job(entry: entry, row: row, root: root, relative: relative, cached: cached))
+            // A rename's source keeps its content on the server until the new path has copied it.
+            if try !row.present && store.isPendingMoveSource(entry.path) { continue }
+            let moveSource = row.present ? row.movedFrom : nil
+            let cached = row.present && row.kind != .directory && moveSource == nil ? takeCached(row)?.data : nil
+            jobs.append(Job(entry: entry, row: row, root: root, relative: relative, cached: cached, moveSource: moveSource))
         }
         let safeRoots = self.safeRoots
         let device = self.device
@@ -60,6 +65,14 @@ extension Replica {
             Result { () throws(SafeRootError) in
                 var record = Record(path: job.entry.path, type: job.row.type.isEmpty ? Record.defaultType : job.row.type,
                                     baseTag: job.row.tag, mode: job.row.mode, modifiedAt: job.row.mtime, device: device)
+                if let source = job.moveSource {
+                    // Renamed: the server copies the content it holds at the source; nothing is read.
+                    record.movedFrom = source
+                    record.size = job.row.kind == .directory ? 0 : job.row.size
+                    record.sha256 = job.row.sha256
+                    if job.row.kind == .directory { record.type = Record.directoryType }
+                    return (record, nil)
+                }
                 if !job.row.present {
                     record.deleted = true
                     record.mode = 0
@@ -143,6 +156,7 @@ extension Replica {
                         continue
                     }
                     row.agree(with: saved)
+                    row.movedFrom = nil
                     try store.saveFile(row)
                     if row.hasLocalChange {
                         // Changed again while in flight: the newer change stays queued.
@@ -153,6 +167,10 @@ extension Replica {
                 case .conflict:
                     guard let remote = result.record else { continue }
                     report.conflicts.append(Conflict(local: row, remote: remote))
+                case .refused where result.problem?.code == ProblemKind.moveSourceGone.code:
+                    // The server no longer has the source's content: send the bytes next time.
+                    row.movedFrom = nil
+                    try store.saveFile(row)
                 case .refused:
                     let reason = result.problem?.description ?? "refused"
                     logger.error("server refused \(quoted(path)): \(reason)")

@@ -60,6 +60,12 @@ public actor Replica {
     /// read once; bounded by `pushCacheLimit` bytes.
     var pushCache: [String: CachedContent] = [:]
     var pushCacheBytes = 0
+    /// Directories per root left without a watch (the limit was reached): walked periodically.
+    public internal(set) var unwatchedDirectories: [Set<String>]
+    /// Paths whose synced content vanished lately, by hash: rename sources without a cookie pair.
+    var recentlyGone: [String: [RecentlyGone]] = [:]
+    /// Which paths below each root are not synced.
+    public internal(set) var ignores: [IgnoreRules]
     /// Files up to this size travel inline in their record.
     public var inlineLimit: Int64 = 256 << 10
     static let pushCacheLimit = 64 << 20
@@ -79,6 +85,18 @@ public actor Replica {
         self.echoes = echoes
         self.logger = logger
         self.typeFor = typeFor
+        ignores = roots.map { _ in IgnoreRules(config: [], fileText: nil) }
+        unwatchedDirectories = roots.map { _ in [] }
+    }
+
+    /// Replaces a root's ignore rules (config patterns plus its `.sinkiignore`).
+    public func setIgnores(_ rules: IgnoreRules, root: Int) {
+        ignores[root] = rules
+    }
+
+    /// Whether a path below a root is ignored (or lies in an ignored directory).
+    func isIgnored(root: Int, relative: String, isDirectory: Bool) -> Bool {
+        ignores[root].isIgnoredWithParents(relative, isDirectory: isDirectory)
     }
 
     // MARK: small facts

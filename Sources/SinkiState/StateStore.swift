@@ -34,8 +34,10 @@ public final class StateStore {
                 type TEXT NOT NULL DEFAULT '',
                 tag INTEGER NOT NULL DEFAULT 0,
                 synced_sha256 TEXT,
-                synced_deleted INTEGER NOT NULL DEFAULT 0
+                synced_deleted INTEGER NOT NULL DEFAULT 0,
+                moved_from TEXT
             ) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS files_moved_from ON files(moved_from) WHERE moved_from IS NOT NULL;
             CREATE TABLE IF NOT EXISTS outbox(
                 path TEXT PRIMARY KEY,
                 queued_at INTEGER NOT NULL,

@@ -53,8 +53,23 @@ public final class SafeRoot: Sendable {
         switch code {
         case ELOOP, EXDEV: throw .symlinkInPath(shown)
         case ENOSYS: return try walkOpen(relative, flags: flags, mode: mode)
+        case ENOTDIR where symlinkOnTheWay(relative):
+            // A symlink where a directory was expected reports ENOTDIR: say what it really is.
+            throw .symlinkInPath(shown)
         default: throw .system(SystemError("open", errno: code, path: shown))
         }
+    }
+
+    /// Whether a component of `relative` (the last one included) is a symbolic link.
+    private func symlinkOnTheWay(_ relative: String) -> Bool {
+        var built = ""
+        for component in relative.split(separator: "/") {
+            built = built.isEmpty ? String(component) : built + "/" + component
+            var info = Glibc.stat()
+            guard fstatat(fd, built, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
+            if info.st_mode & S_IFMT == S_IFLNK { return true }
+        }
+        return false
     }
 
     /// Component-by-component fallback for kernels without openat2.

@@ -14,6 +14,8 @@ public final class EchoFilter: Sendable {
         case fileIn, fileGone, directoryMade, directoryGone
         /// The writes and close of an anonymous (O_TMPFILE) file, reported under the name `#INODE`.
         case anonymous
+        /// A file or directory renamed away by the agent itself.
+        case movedAway
     }
 
     private struct Key: Hashable {
@@ -50,7 +52,9 @@ public final class EchoFilter: Sendable {
     /// Whether `event` is the echo of an expected write; consumes the expectation if so.
     public func consume(_ event: InotifyEvent) -> Bool {
         let kind: Kind
-        if event.isDirectory {
+        if event.has(IN_MOVED_FROM) {
+            kind = .movedAway
+        } else if event.isDirectory {
             if event.has(IN_CREATE) || event.has(IN_MOVED_TO) { kind = .directoryMade } else if event.has(IN_DELETE) { kind = .directoryGone } else { return false }
         } else if event.relative.split(separator: "/").last.map(Self.isAnonymousName) == true && (event.has(IN_MODIFY) || event.has(IN_CLOSE_WRITE)) {
             // Every write to the anonymous file reports; the expectation goes with its close.

@@ -6,7 +6,9 @@ import SinkiSupport
 ///
 /// A file is ready once it is complete (`IN_CLOSE_WRITE`, or renamed into place), or once it has
 /// been quiet for `delay` after its last `IN_CREATE`/`IN_MODIFY`: then nothing half-written is read.
-/// Deletes and directory changes are ready at once.
+/// Deletes and directory changes are ready at once. Names that look temporary wait a grace period
+/// (`TemporaryNames`), and so does a file renamed to such a name (an editor's backup: the real file
+/// comes back in a moment). Renames inside a root, paired by cookie, are reported as moves.
 public final class Watcher {
     private let loop: EventLoop
     public let inotify: Inotify
@@ -15,18 +17,22 @@ public final class Watcher {
     private let logger: Logger
     /// How long a file written without a close must be quiet before it is read.
     public var delayMilliseconds: UInt64
+    /// How long a temporary-looking name waits before it is read.
+    public var graceMilliseconds: UInt64
     private var poll: LoopPoll?
     private let timer: LoopTimer
     private var handler: ((WatchBatch) -> Void)?
-    /// Files written but not closed yet, with the time they may be read.
-    private var quiet: [WatchBatch.Change: Int64] = [:]
+    /// Paths held back until a deadline (monotonic ns): files still being written, temporary names.
+    private var held: [WatchBatch.Change: Int64] = [:]
     private var batch = WatchBatch()
 
-    public init(loop: EventLoop, inotify: Inotify, echoes: EchoFilter? = nil, delayMilliseconds: UInt64 = 50, logger: Logger) {
+    public init(loop: EventLoop, inotify: Inotify, echoes: EchoFilter? = nil, delayMilliseconds: UInt64 = 50,
+                graceMilliseconds: UInt64 = 500, logger: Logger) {
         self.loop = loop
         self.inotify = inotify
         self.echoes = echoes
         self.delayMilliseconds = delayMilliseconds
+        self.graceMilliseconds = graceMilliseconds
         self.logger = logger
         timer = LoopTimer(loop: loop)
     }
@@ -45,8 +51,8 @@ public final class Watcher {
         timer.stop()
     }
 
-    /// Number of files waiting to become quiet (for status and tests).
-    public var waiting: Int { quiet.count }
+    /// Number of paths held back (for status and tests).
+    public var waiting: Int { held.count }
 
     func readEvents() {
         let events = inotify.read()
@@ -55,10 +61,12 @@ public final class Watcher {
         flush()
     }
 
-    /// Folds events into the pending batch (exposed to tests, which feed it events directly).
+    /// Folds events into the pending batch (tests feed it events directly).
     func absorb(_ events: [InotifyEvent]) {
         var movedFrom: [UInt32: InotifyEvent] = [:]
         let now = Clock.monotonic()
+        let quietDeadline = now + Int64(delayMilliseconds) * 1_000_000
+        let graceDeadline = now + Int64(max(graceMilliseconds, delayMilliseconds)) * 1_000_000
         for event in events {
             if event.root < 0 {
                 logger.warning("inotify queue overflowed (fs.inotify.max_queued_events); rescanning every root")
@@ -81,53 +89,74 @@ public final class Watcher {
             let name = event.relative.split(separator: "/").last ?? ""
             if TempNames.isTemporary(name) { continue }
             if let echoes, echoes.consume(event) { continue }
+            let temporary = TemporaryNames.looksTemporary(name)
             if event.has(IN_MOVED_FROM) {
                 movedFrom[event.cookie] = event
-                ready(event.root, event.relative, recursive: false)
                 continue
             }
             if event.has(IN_MOVED_TO) {
-                if event.isDirectory {
-                    if let from = movedFrom.removeValue(forKey: event.cookie), from.root == event.root {
-                        inotify.renameWatches(root: event.root, from: from.relative, to: event.relative)
-                    }
-                    ready(event.root, event.relative, recursive: true)
-                } else {
-                    movedFrom.removeValue(forKey: event.cookie)
-                    ready(event.root, event.relative, recursive: false)
+                let from = movedFrom.removeValue(forKey: event.cookie)
+                let fromTemporary = from.map { TemporaryNames.looksTemporary($0.relative.split(separator: "/").last ?? "") } ?? false
+                if let from, from.root == event.root, event.isDirectory {
+                    inotify.renameWatches(root: event.root, from: from.relative, to: event.relative)
+                } else if let from, from.isDirectory {
+                    inotify.unwatch(root: from.root, under: from.relative)
                 }
+                if let from, temporary && !fromTemporary {
+                    // A real file renamed to a backup-looking name: the editor writes it anew.
+                    hold(from.root, from.relative, until: graceDeadline)
+                    hold(event.root, event.relative, until: graceDeadline)
+                    continue
+                }
+                if let from, from.root == event.root, !fromTemporary, !temporary {
+                    batch.moves.append(WatchBatch.Move(root: event.root, from: from.relative, to: event.relative, isDirectory: event.isDirectory))
+                } else if let from {
+                    fromTemporary ? hold(from.root, from.relative, until: graceDeadline) : ready(from.root, from.relative, recursive: false)
+                }
+                if temporary { hold(event.root, event.relative, until: graceDeadline) } else { ready(event.root, event.relative, recursive: event.isDirectory) }
                 continue
             }
             if event.isDirectory {
                 ready(event.root, event.relative, recursive: event.has(IN_CREATE))
                 continue
             }
-            if event.has(IN_CLOSE_WRITE) || event.has(IN_DELETE) || event.has(IN_ATTRIB) {
+            if temporary {
+                hold(event.root, event.relative, until: graceDeadline)
+            } else if event.has(IN_CLOSE_WRITE) || event.has(IN_DELETE) || event.has(IN_ATTRIB) {
                 ready(event.root, event.relative, recursive: false)
             } else if event.has(IN_CREATE) || event.has(IN_MODIFY) {
-                let change = WatchBatch.Change(root: event.root, relative: event.relative, recursive: false)
-                quiet[change] = now + Int64(delayMilliseconds) * 1_000_000
+                hold(event.root, event.relative, until: quietDeadline)
             }
         }
-        // A directory moved out of every root: its watches would report on a foreign tree.
-        for event in movedFrom.values where event.isDirectory {
-            inotify.unwatch(root: event.root, under: event.relative)
+        // Renamed away with no partner in this read: moved out of the roots (or into a place not
+        // watched). A directory's watches would report on a foreign tree.
+        for event in movedFrom.values {
+            if event.isDirectory { inotify.unwatch(root: event.root, under: event.relative) }
+            if TemporaryNames.looksTemporary(event.relative.split(separator: "/").last ?? "") {
+                hold(event.root, event.relative, until: graceDeadline)
+            } else {
+                ready(event.root, event.relative, recursive: false)
+            }
         }
+    }
+
+    private func hold(_ root: Int, _ relative: String, until deadline: Int64) {
+        let key = WatchBatch.Change(root: root, relative: relative, recursive: false)
+        held[key] = max(held[key] ?? 0, deadline)
     }
 
     private func ready(_ root: Int, _ relative: String, recursive: Bool) {
-        let change = WatchBatch.Change(root: root, relative: relative, recursive: recursive)
-        quiet[WatchBatch.Change(root: root, relative: relative, recursive: false)] = nil
-        batch.changes.append(change)
+        held[WatchBatch.Change(root: root, relative: relative, recursive: false)] = nil
+        batch.changes.append(WatchBatch.Change(root: root, relative: relative, recursive: recursive))
     }
 
-    /// Hands the ready part of the batch over and arms the timer for files still being written.
+    /// Hands the ready part of the batch over and arms the timer for what is still held.
     func flush() {
         let now = Clock.monotonic()
         var earliest = Int64.max
-        for (change, deadline) in quiet {
+        for (change, deadline) in held {
             if deadline <= now {
-                quiet[change] = nil
+                held[change] = nil
                 batch.changes.append(change)
             } else {
                 earliest = min(earliest, deadline)
@@ -145,4 +174,7 @@ public final class Watcher {
             timer.stop()
         }
     }
+
+    /// The batch not yet handed over (tests).
+    var pending: WatchBatch { batch }
 }

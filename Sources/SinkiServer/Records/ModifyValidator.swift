@@ -35,6 +35,16 @@ struct ModifyValidator: Sendable {
                 return .failure(Problem(.badRequest, detail: "the data of \(quoted(record.path)) has SHA-256 \(digest), the record says \(quoted(record.sha256))"))
             }
         }
+        if !record.deleted && record.kind != .directory && record.data == nil && record.asset == nil {
+            // Content comes inline, as an asset, or copied from the record it was renamed from.
+            guard let source = record.movedFrom else {
+                if record.size == 0 { return .success(CheckedRecord(record, path: path)) }
+                return .failure(Problem(.badRequest, detail: "record \(quoted(record.path)) has \(record.size) bytes but neither data, an asset nor movedFrom"))
+            }
+            do { _ = try RecordPath(validating: source) } catch {
+                return .failure(Problem(.badPath, detail: "movedFrom: \(error.description)"))
+            }
+        }
         return .success(CheckedRecord(record, path: path))
     }
 }

@@ -54,6 +54,9 @@ struct ModifyRoute: Route {
                 savedAny = true
             case let .conflict(record):
                 results[index] = ModifyResult(path: record.path, status: .conflict, record: record)
+            case var .refused(problem):
+                problem.requestId = request.requestID
+                results[index] = ModifyResult(path: batch.records[index].path, status: .refused, problem: problem)
             }
         }
         if savedAny { hub.notify(user: user) }

@@ -19,6 +19,8 @@ public enum StoreOutcome: Sendable, Equatable {
     /// The item's baseTag was not the current changeTag: the server's record, data included. A path the
     /// store has never held answers a tombstone with changeTag 0, so the writer resends based on 0.
     case conflict(Record)
+    /// The item could not be saved as sent (a move whose source no longer holds that content).
+    case refused(Problem)
 }
 
 /// One page of a user's change feed.

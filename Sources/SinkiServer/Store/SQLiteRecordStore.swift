@@ -81,6 +81,7 @@ public final class SQLiteRecordStore: RecordStore {
                         modified_at INTEGER NOT NULL,
                         device TEXT NOT NULL,
                         saved_at INTEGER NOT NULL,
+                        moved_from TEXT,
                         data BLOB
                     );
                     CREATE UNIQUE INDEX records_path ON records(user, path);
@@ -103,13 +104,13 @@ public final class SQLiteRecordStore: RecordStore {
 
     private static let insertSQL = """
         INSERT INTO records (change_tag, user, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag,
-                             size, sha256, mode, modified_at, device, saved_at, data)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                             size, sha256, mode, modified_at, device, saved_at, moved_from, data)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
     private static let updateSQL = """
         UPDATE records SET change_tag = ?, user = ?, path = ?, type = ?, asset_id = ?, asset_size = ?, asset_sha256 = ?,
                            deleted = ?, base_tag = ?, size = ?, sha256 = ?, mode = ?, modified_at = ?, device = ?,
-                           saved_at = ?, data = ?
+                           saved_at = ?, moved_from = ?, data = ?
         WHERE change_tag = ?
         """
 
@@ -133,6 +134,16 @@ public final class SQLiteRecordStore: RecordStore {
                         }
                         continue
                     }
+                    if !record.deleted, record.data == nil, record.asset == nil, let source = record.movedFrom {
+                        // A rename: the content is the source record's, copied here in this transaction.
+                        guard let copied = try Self.content(db, user: user, path: source), copied.sha256 == record.sha256,
+                              copied.size == record.size else {
+                            outcomes.append(.refused(Problem(.moveSourceGone, detail: "\(quoted(source)) does not hold the content of \(quoted(record.path)) any more; send it")))
+                            continue
+                        }
+                        record.data = copied.data
+                        record.asset = copied.asset
+                    }
                     tag += 1
                     record.changeTag = tag
                     if record.deleted {
@@ -142,7 +153,7 @@ public final class SQLiteRecordStore: RecordStore {
                     let values: [any SQLBindable] = [
                         tag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
                         record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
-                        record.device, now, record.data,
+                        record.device, now, record.deleted ? nil : record.movedFrom, record.data,
                     ]
                     let statement = try db.prepare(current == 0 ? Self.insertSQL : Self.updateSQL)
                     try statement.bind(current == 0 ? values : values + [current])
@@ -161,7 +172,7 @@ public final class SQLiteRecordStore: RecordStore {
     // MARK: Reading
 
     /// Columns read into a Record, `data` last (see the type comment).
-    private static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device"
+    private static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from"
 
     private static func record(from row: Statement, hasData: Bool) -> Record {
         var record = Record(path: row.text(1), type: row.text(2))
@@ -176,8 +187,18 @@ public final class SQLiteRecordStore: RecordStore {
         record.mode = UInt32(truncatingIfNeeded: row.int64(10))
         record.modifiedAt = row.int64(11)
         record.device = row.text(12)
-        if hasData { record.data = row.optionalBlob(13) }
+        record.movedFrom = row.optionalText(13)
+        if hasData { record.data = row.optionalBlob(14) }
         return record
+    }
+
+    /// The current content of a live record, for a move that copies it.
+    private static func content(_ db: SQLiteDatabase, user: String, path: String) throws -> Record? {
+        var found: Record?
+        try db.query("SELECT \(columns), data FROM records WHERE user = ? AND path = ? AND deleted = 0", user, path) { row in
+            found = record(from: row, hasData: true)
+        }
+        return found
     }
 
     private static func fetch(_ db: SQLiteDatabase, changeTag: Int64) throws -> Record {

@@ -1,0 +1,195 @@
+/// Which paths below a root are not synced: `ignore =` patterns from the config and the root's
+/// `.sinkiignore` file, in gitignore syntax (`*`, `**`, `?`, `[…]`, leading `/`, trailing `/`,
+/// `!` to re-include, `#` comments). The last matching pattern decides; a path inside an ignored
+/// directory stays ignored (the directory is never walked), as in git.
+public struct IgnoreRules: Sendable, Equatable {
+    /// The file at a root's top that holds its shared ignore patterns; it is synced itself.
+    public static let fileName = ".sinkiignore"
+
+    /// Editor and office artifacts that only make sense on the machine that made them (swap and
+    /// lock files); always ignored unless a pattern re-includes them with `!`.
+    public static let builtIn = [".*.swp", ".*.swo", ".*.swx", ".#*", ".~lock.*#", "*.kate-swp"]
+
+    struct Rule: Sendable, Equatable {
+        var segments: [String]
+        var negated: Bool
+        var directoryOnly: Bool
+        /// Anchored rules match from the root; others match the last components at any depth.
+        var anchored: Bool
+    }
+
+    var rules: [Rule]
+
+    public init(patterns: [String]) {
+        rules = patterns.compactMap(Self.parse)
+    }
+
+    /// The built-in rules, then the config's, then the `.sinkiignore` text's lines (later wins).
+    public init(config: [String], fileText: String?) {
+        var patterns = Self.builtIn + config
+        if let fileText { patterns += fileText.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) }
+        self.init(patterns: patterns)
+    }
+
+    public static let none = IgnoreRules(patterns: [])
+
+    static func parse(_ line: String) -> Rule? {
+        var text = Substring(line)
+        if text.hasSuffix("\r") { text = text.dropLast() }
+        // Trailing spaces are dropped unless escaped with a backslash.
+        while text.hasSuffix(" ") && !text.hasSuffix("\\ ") { text = text.dropLast() }
+        if text.isEmpty || text.hasPrefix("#") { return nil }
+        var negated = false
+        if text.hasPrefix("!") {
+            negated = true
+            text = text.dropFirst()
+        } else if text.hasPrefix("\\!") || text.hasPrefix("\\#") {
+            text = text.dropFirst()
+        }
+        var directoryOnly = false
+        if text.hasSuffix("/") {
+            directoryOnly = true
+            text = text.dropLast()
+        }
+        var anchored = text.dropLast().contains("/") || text.hasPrefix("/")
+        if text.hasPrefix("/") { text = text.dropFirst() }
+        var segments = text.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        if segments.isEmpty { return nil }
+        if segments.first == "**" && segments.count > 1 && !text.dropFirst(3).contains("/") {
+            // "**/name" is "name" at any depth.
+            segments.removeFirst()
+            anchored = false
+        }
+        return Rule(segments: segments, negated: negated, directoryOnly: directoryOnly, anchored: anchored)
+    }
+
+    public var isEmpty: Bool { rules.isEmpty }
+
+    /// Whether `relative` (below the root, `/`-separated) is ignored. Callers ask for a directory
+    /// before walking into it, so a path's parents need not be checked here.
+    public func isIgnored(_ relative: String, isDirectory: Bool) -> Bool {
+        if rules.isEmpty { return false }
+        let components = relative.split(separator: "/").map(String.init)
+        var ignored = false
+        for rule in rules where !(rule.directoryOnly && !isDirectory) {
+            if rule.matches(components) { ignored = !rule.negated }
+        }
+        return ignored
+    }
+
+    /// Whether a path or any directory above it is ignored (for records that come from peers).
+    public func isIgnoredWithParents(_ relative: String, isDirectory: Bool) -> Bool {
+        let components = relative.split(separator: "/")
+        for count in 1..<max(1, components.count) where isIgnored(components[0..<count].joined(separator: "/"), isDirectory: true) {
+            return true
+        }
+        return isIgnored(relative, isDirectory: isDirectory)
+    }
+}
+
+extension IgnoreRules.Rule {
+    func matches(_ components: [String]) -> Bool {
+        if anchored { return Glob.matchSegments(segments[...], components[...]) }
+        // No slash but a trailing one: the pattern names an entry at any depth.
+        guard let last = components.last, let pattern = segments.first else { return false }
+        return Glob.matchName(Array(pattern.unicodeScalars)[...], Array(last.unicodeScalars)[...])
+    }
+}
+
+/// gitignore-style glob matching over path components.
+enum Glob {
+    /// Whether `pattern` segments match all of `path` (`**` spans zero or more components).
+    static func matchSegments(_ pattern: ArraySlice<String>, _ path: ArraySlice<String>) -> Bool {
+        guard let first = pattern.first else { return path.isEmpty }
+        if first == "**" {
+            let rest = pattern.dropFirst()
+            if rest.isEmpty { return !path.isEmpty }
+            var tail = path
+            while true {
+                if matchSegments(rest, tail) { return true }
+                if tail.isEmpty { return false }
+                tail = tail.dropFirst()
+            }
+        }
+        guard let component = path.first, matchName(Array(first.unicodeScalars)[...], Array(component.unicodeScalars)[...]) else {
+            return false
+        }
+        return matchSegments(pattern.dropFirst(), path.dropFirst())
+    }
+
+    /// `*`, `?`, `[abc]`, `[!a-z]`, `\x` within one component.
+    static func matchName(_ pattern: ArraySlice<Unicode.Scalar>, _ name: ArraySlice<Unicode.Scalar>) -> Bool {
+        var p = pattern.startIndex, n = name.startIndex
+        var starP = -1, starN = -1
+        while n < name.endIndex {
+            if p < pattern.endIndex {
+                let c = pattern[p]
+                if c == "*" {
+                    starP = p
+                    starN = n
+                    p += 1
+                    continue
+                }
+                if c == "?" {
+                    p += 1
+                    n += 1
+                    continue
+                }
+                if c == "[", let (matched, next) = matchClass(pattern, from: p, name[n]) {
+                    if matched {
+                        p = next
+                        n += 1
+                        continue
+                    }
+                } else {
+                    var literal = c
+                    var next = p + 1
+                    if c == "\\" && p + 1 < pattern.endIndex {
+                        literal = pattern[p + 1]
+                        next = p + 2
+                    }
+                    if literal == name[n] {
+                        p = next
+                        n += 1
+                        continue
+                    }
+                }
+            }
+            if starP >= 0 {
+                p = starP + 1
+                starN += 1
+                n = starN
+                continue
+            }
+            return false
+        }
+        while p < pattern.endIndex && pattern[p] == "*" { p += 1 }
+        return p == pattern.endIndex
+    }
+
+    /// Matches `scalar` against the class starting at `start` (`[`); nil when the class is unclosed
+    /// (then `[` is a literal).
+    static func matchClass(_ pattern: ArraySlice<Unicode.Scalar>, from start: Int, _ scalar: Unicode.Scalar) -> (Bool, Int)? {
+        var index = start + 1
+        var negated = false
+        if index < pattern.endIndex && (pattern[index] == "!" || pattern[index] == "^") {
+            negated = true
+            index += 1
+        }
+        var matched = false
+        var first = true
+        while index < pattern.endIndex {
+            let c = pattern[index]
+            if c == "]" && !first { return (matched != negated, index + 1) }
+            first = false
+            if index + 2 < pattern.endIndex && pattern[index + 1] == "-" && pattern[index + 2] != "]" {
+                if c.value <= scalar.value && scalar.value <= pattern[index + 2].value { matched = true }
+                index += 3
+            } else {
+                if c == scalar { matched = true }
+                index += 1
+            }
+        }
+        return nil
+    }
+}
