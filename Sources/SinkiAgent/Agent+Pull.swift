@@ -11,6 +11,11 @@ extension Agent {
     func pullLoop() async {
         guard let replica, let client, let sleeper else { return }
         while !stopping {
+            if !safetyStops.isEmpty {
+                // Remote changes wait too: a stopped root is not what its records say it is.
+                _ = await sleeper.sleep(milliseconds: 3_600_000)
+                continue
+            }
             do {
                 let token = try await replica.feedToken(server: feedKey)
                 let page = try await client.changes(since: token, wait: caughtUp ? configuration.pollWaitSeconds : 0, limit: 1000)
@@ -59,6 +64,9 @@ extension Agent {
         guard let replica else { return }
         if !report.applied.isEmpty {
             logger.debug("applied \(report.applied.count) remote change(s)")
+        }
+        for root in await replica.takeRescans() {
+            handleWatch({ var batch = WatchBatch(); batch.changes = [WatchBatch.Change(root: root, relative: "", recursive: true)]; return batch }())
         }
         if !report.toCheck.isEmpty {
             var batch = WatchBatch()

@@ -28,7 +28,7 @@ extension Agent {
         let body: [UInt8]
         do {
             batch = try await replica.nextBatch(limit: configuration.batchRecords, maxBytes: configuration.batchBytes,
-                                                excluding: inFlightPaths)
+                                                excluding: inFlightPaths, excludingRoots: Set(safetyStops.keys))
             let records = batch.map(\.record)
             body = try await Blocking.run { ModifyRequest(records: records).jsonBytes }
         } catch {

@@ -7,11 +7,11 @@ extension Agent {
     func handleWatch(_ batch: WatchBatch) {
         guard !stopping else { return }
         for root in batch.rootsGone {
-            logger.error("root \(configuration.roots[root].path) disappeared or was moved; its changes are not synced until it is back and sinkid restarts")
+            safetyStop(root: root, because: "the root folder was deleted, moved away or unmounted")
         }
         var kept = batch
-        kept.changes = batch.changes.filter { !batch.rootsGone.contains($0.root) }
-        kept.moves = batch.moves.filter { !batch.rootsGone.contains($0.root) }
+        kept.changes = batch.changes.filter { safetyStops[$0.root] == nil }
+        kept.moves = batch.moves.filter { safetyStops[$0.root] == nil }
         kept.rootsGone = []
         pendingWatch.merge(kept)
         if !lookingAtDisk {
@@ -36,26 +36,40 @@ extension Agent {
                     if change.recursive { walks.append((change.root, change.relative)) } else { plain[change.root, default: []].insert(change.relative) }
                 }
             }
-            logger.debug("watch: \(batch.changes.count) path(s), \(batch.moves.count) move(s)\(batch.overflow ? ", overflow" : "")")
+            if logger.isEnabled(.debug) {
+                let names = batch.changes.count <= 8 ? " (" + batch.changes.map(\.relative).joined(separator: ", ") + ")" : ""
+                logger.debug("watch: \(batch.changes.count) path(s)\(names), \(batch.moves.count) move(s)\(batch.overflow ? ", overflow" : "")")
+            }
             do {
                 var queued = 0
                 if !batch.overflow {
-                    for move in batch.moves {
-                        queued += try await replica.move(root: move.root, from: move.from, to: move.to, isDirectory: move.isDirectory,
-                                                         progress: pushProgress).queued
+                    for move in batch.moves where safetyStops[move.root] == nil {
+                        let report = try await replica.move(root: move.root, from: move.from, to: move.to, isDirectory: move.isDirectory,
+                                                            progress: pushProgress)
+                        queued += report.queued
+                        note(report, root: move.root)
                     }
                 }
-                for (root, paths) in plain {
-                    queued += try await replica.check(root: root, paths: Array(paths), progress: pushProgress).queued
+                for (root, paths) in plain where safetyStops[root] == nil {
+                    let report = try await replica.check(root: root, paths: Array(paths), progress: pushProgress)
+                    queued += report.queued
+                    note(report, root: root)
                 }
-                for (root, relative) in walks {
+                for (root, relative) in walks where safetyStops[root] == nil {
                     let report = try await replica.reconcile(root: root, under: relative, progress: pushProgress)
                     queued += report.queued
-                    if report.watchLimitHit { warnWatchLimit() }
+                    note(report, root: root)
+                }
+                for root in await replica.takeRescans() where safetyStops[root] == nil {
+                    let report = try await replica.reconcile(root: root, under: "", progress: pushProgress)
+                    queued += report.queued
+                    note(report, root: root)
                 }
                 if queued > 0 { logger.debug("watch: \(queued) local change(s) queued") }
                 let unstable = await replica.takeUnstable()
                 if !unstable.isEmpty { recheckLater(unstable) }
+                let deferred = await replica.takeDeferred()
+                if !deferred.isEmpty { recheckLater(deferred, after: 700) }
                 if queued > 0 { pumpPush() }
             } catch {
                 logger.error("cannot look at local changes: \(error)")
@@ -64,10 +78,10 @@ extension Agent {
     }
 
     /// Files that changed while being read are looked at again once they are quiet.
-    func recheckLater(_ paths: [(root: Int, relative: String)]) {
+    func recheckLater(_ paths: [(root: Int, relative: String)], after milliseconds: UInt64? = nil) {
         guard let sleeper else { return }
         Task {
-            _ = await sleeper.sleep(milliseconds: configuration.watchDelayMilliseconds)
+            _ = await sleeper.sleep(milliseconds: milliseconds ?? configuration.watchDelayMilliseconds)
             var batch = WatchBatch()
             batch.changes = paths.map { WatchBatch.Change(root: $0.root, relative: $0.relative, recursive: false) }
             self.handleWatch(batch)

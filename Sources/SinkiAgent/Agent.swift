@@ -57,6 +57,10 @@ public actor Agent {
     /// that arrive meanwhile are merged into the next.
     var pendingWatch = WatchBatch()
     var lookingAtDisk = false
+    /// Roots stopped for safety, with why (issue 3): nothing syncs until `sinkid resume`.
+    var safetyStops: [Int: String] = [:]
+    var watchLimitWarned = false
+    var unwatchedCount = 0
     var exitCode = ExitCode.success
 
     public init(configuration: AgentConfiguration, loop: EventLoop, logger: Logger) {
@@ -192,7 +196,7 @@ public actor Agent {
             for index in configuration.roots.indices {
                 let report = try await replica.reconcile(root: index, under: "", progress: pushProgress)
                 queued += report.queued
-                if report.watchLimitHit { warnWatchLimit() }
+                note(report, root: index)
             }
             let elapsed = Double(Clock.monotonic() - started) / 1e9
             logger.info("scanned \(configuration.roots.count) root(s) in \(String(format: "%.2f", elapsed)) s; \(queued) local change(s) to send")
@@ -203,6 +207,7 @@ public actor Agent {
             return
         }
         pullTask = Task { await self.pullLoop() }
+        schedulePeriodicRescan()
     }
 
     /// Called from the replica as a walk commits each chunk: pushing starts before the walk ends.
@@ -211,10 +216,6 @@ public actor Agent {
             guard let self else { return }
             Task { await self.pumpPush() }
         }
-    }
-
-    func warnWatchLimit() {
-        logger.warning("the inotify watch limit is reached: raise it with sysctl fs.inotify.max_user_watches; some folders are not watched")
     }
 
     // MARK: server reachability

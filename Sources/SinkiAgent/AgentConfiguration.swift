@@ -23,6 +23,8 @@ public struct AgentConfiguration: Sendable {
     /// The merge type stamped on a file's record.
     public var typeFor: @Sendable (String) -> String
     public var logLevel: LogLevel = .info
+    /// Seconds between safety rescans of every root (`[watch] rescan`); 0 turns them off.
+    public var rescanSeconds: Double = 3600
     /// Config lines that are allowed but probably wrong, logged at start.
     public var warnings: [String] = []
 

@@ -73,12 +73,13 @@ enum RunCommand {
             return config.ruleFor(path: checked).rule.rawValue
         }
         var configuration = AgentConfiguration(
-            roots: config.roots.map { RootSpec(name: $0.name, path: $0.path) }, serverURL: config.server.url,
+            roots: config.roots.map { RootSpec(name: $0.name, path: $0.path, ignore: $0.ignore) }, serverURL: config.server.url,
             listen: config.server.listen.description, stateDirectory: resolved.stateDirectory, device: resolved.device,
             token: token, typeFor: typeFor)
         configuration.watchDelayMilliseconds = UInt64(config.watch.delay.components.seconds * 1000
             + config.watch.delay.components.attoseconds / 1_000_000_000_000_000)
         configuration.warnings = resolved.warnings
+        configuration.rescanSeconds = Double(config.watch.rescan.components.seconds)
         configuration.logLevel = resolved.logLevel
         return configuration
     }

@@ -28,6 +28,8 @@ public struct ApplyReport: Sendable {
     /// Records whose content is not inline (an asset, or data left out of the feed): fetch, then
     /// apply again.
     public var needContent: [Record] = []
+    /// Records for paths ignored here (kept on the server, not applied).
+    public var ignored = 0
     /// Entries found in directories this apply created that it did not write: local files to look at.
     public var toCheck: [(root: Int, relative: String)] = []
     public init() {}
@@ -88,6 +90,10 @@ extension Replica {
             return nil
         }
         guard let (root, relative) = locate(path) else { return nil }
+        if isIgnored(root: root, relative: relative, isDirectory: record.kind == .directory) {
+            report.ignored += 1
+            return nil
+        }
         var row = try store.file(record.path)
         if let row, record.changeTag > 0, row.tag >= record.changeTag { return nil }
         let stat: FileStat?
@@ -468,6 +474,7 @@ extension Replica {
             }
             try store.saveFile(row)
             try store.dequeue(row.path)
+            touched(row.path)
             if record.deleted && plan.expect == nil { return }
             report.applied.append(AppliedChange(path: record.path, event: plan.event ?? (record.deleted ? .deleted : .changed),
                                                 localPath: localPath, type: record.type))

@@ -16,6 +16,9 @@ public struct ObserveReport: Sendable, Equatable {
     public var watchLimitHit = false
     /// Directories left without a watch because of the limit.
     public var unwatched = 0
+    /// Why nothing was recorded: the root vanished or emptied while its files are synced, and a
+    /// mass delete must wait for the user (`sinkid resume`).
+    public var safetyStop: String?
     public init() {}
 }
 
@@ -33,6 +36,9 @@ extension Replica {
     /// listing it, and brings the database in line with what is there. Only files whose size,
     /// mtime, inode or mode changed are read.
     public func reconcile(root: Int, under relative: String, progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
+        if !relative.isEmpty && isIgnored(root: root, relative: relative, isDirectory: true) {
+            return try await check(root: root, paths: [relative], progress: progress)
+        }
         var report = ObserveReport()
         let base = relative.isEmpty ? roots[root].name : recordPath(root: root, relative: relative)
         let watchLimitHit = Flag()
@@ -65,14 +71,36 @@ extension Replica {
 
         logger.debug("walk \(walk.entries.count) entries")
         var known = try store.presentFiles(under: base)
+        if relative.isEmpty, !known.isEmpty, !confirmedEmpty.contains(root) {
+            if rootDeleted(root) {
+                var stopped = ObserveReport()
+                stopped.safetyStop = "the root folder was deleted or moved away"
+                return stopped
+            }
+            if walk.entries.isEmpty {
+                // Empty while \(known.count) files are synced from it: an unmounted disk or a mistake
+                // looks the same as a wish to delete everything; only the user can tell.
+                var stopped = ObserveReport()
+                stopped.safetyStop = "the root folder is empty but \(known.count) entries are synced from it"
+                return stopped
+            }
+        }
+        if relative.isEmpty { confirmedEmpty.remove(root) }
         var observations: [Observation] = []
         observations.reserveCapacity(walk.entries.count)
         if !relative.isEmpty, let top = try safeRoots[root].stat(relative) {
             // The walked directory itself is an entry too.
             observations.append(Observation(root: root, relative: relative, path: base, stat: top, known: known.removeValue(forKey: base)))
         }
+        let now = Clock.now()
         for entry in walk.entries {
             let path = recordPath(root: root, relative: entry.relative)
+            if entry.stat.kind != .directory, now - entry.stat.ctime < Self.temporaryGrace,
+               TemporaryNames.looksTemporary(entry.relative.split(separator: "/").last ?? ""), known[path] == nil {
+                // Just made, under a name that looks temporary: looked at again once its grace is over.
+                deferred.append((root, entry.relative))
+                continue
+            }
             if (try? RecordPath(validating: path)) == nil {
                 noteSkipped(root: root, relative: entry.relative, why: "its name cannot be a record path")
                 continue
@@ -128,6 +156,9 @@ extension Replica {
 
     /// Observations recorded per transaction during a walk.
     static let chunk = 1000
+    /// How long a new file with a temporary-looking name waits before a walk records it (the
+    /// watcher holds such names as long).
+    static let temporaryGrace: Int64 = 600_000_000
 
     /// Looks again at specific paths (from the watcher). A directory that is new here is walked.
     public func check(root: Int, paths: [String], progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
@@ -175,6 +206,18 @@ extension Replica {
                 }
             }
         }
+        if observations.contains(where: { $0.stat == nil && $0.known?.present == true }) && !confirmedEmpty.contains(root) {
+            if rootDeleted(root) {
+                var stopped = ObserveReport()
+                stopped.safetyStop = "the root folder was deleted or moved away"
+                return stopped
+            }
+            if rootLooksEmpty(root), try store.totals(root: roots[root].name).files > 0 {
+                var stopped = ObserveReport()
+                stopped.safetyStop = "the root folder became empty"
+                return stopped
+            }
+        }
         var report = try absorb(observations)
         for relative in walks {
             let walked = try await reconcile(root: root, under: relative, progress: progress)
@@ -198,7 +241,7 @@ extension Replica {
         var report = ObserveReport()
         if observations.isEmpty { return report }
         let started = Clock.monotonic()
-        defer { logger.debug("absorb \(observations.count): \((Clock.monotonic() - started) / 1_000_000) ms") }
+        defer { logger.debug("absorb \(observations.count): \((Clock.monotonic() - started) / 1_000_000) ms, read \(report.hashed)") }
         var observations = observations
         // A path seen gone may have come back since the walk (another call ran between chunks).
         for index in observations.indices where observations[index].stat == nil {
@@ -269,6 +312,7 @@ extension Replica {
                     continue
                 }
                 try store.saveFile(row)
+                touched(row.path)
                 if row.hasLocalChange || (row.tag == 0 && !row.present) {
                     // (A path gone before its first save was acknowledged stays queued: that save
                     // may be in flight, and then its tombstone must follow.)
@@ -311,5 +355,42 @@ extension Replica {
         pushCacheBytes -= cached.data.count
         guard cached.sha256 == row.sha256, row.matches(cached.stat) else { return nil }
         return cached
+    }
+}
+
+extension Replica {
+    /// Whether the root's directory was removed (its descriptor now points at an unlinked directory)
+    /// or is no longer at its path.
+    func rootDeleted(_ root: Int) -> Bool {
+        var opened = Glibc.stat()
+        guard fstat(safeRoots[root].fd, &opened) == 0 else { return true }
+        if opened.st_nlink == 0 { return true }
+        var atPath = Glibc.stat()
+        guard fstatat(AT_FDCWD, roots[root].path, &atPath, 0) == 0 else { return true }
+        return atPath.st_ino != opened.st_ino || atPath.st_dev != opened.st_dev
+    }
+
+    /// Whether the root holds nothing that is synced (ignored names and our temporaries aside).
+    func rootLooksEmpty(_ root: Int) -> Bool {
+        guard let listing = try? safeRoots[root].descriptor().listDirectory() else { return true }
+        return !listing.names.contains { name in
+            !TempNames.isTemporary(name) && !isIgnored(root: root, relative: name, isDirectory: false)
+                && !isIgnored(root: root, relative: name, isDirectory: true)
+        }
+    }
+
+    /// The user confirmed (`sinkid resume`) that a stopped root is meant to be as it is: reopen it
+    /// and let the next walk record what is gone.
+    public func confirmSafetyStop(root: Int) throws {
+        if (try? SafeRoot(path: roots[root].path)) == nil {
+            // The folder itself is gone: make it again, empty, so the deletes can be recorded.
+            var built = ""
+            for component in roots[root].path.split(separator: "/") {
+                built += "/" + component
+                mkdir(built, 0o755)
+            }
+        }
+        try reopen(root: root)
+        confirmedEmpty.insert(root)
     }
 }

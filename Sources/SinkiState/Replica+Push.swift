@@ -22,7 +22,7 @@ extension Replica {
     /// Builds the next batch to push from the outbox: at most `limit` records and about `maxBytes`
     /// of content, reading each file as it is now (a file that changed since it was hashed is sent
     /// as it is now). Paths in `excluding` are in flight already.
-    public func nextBatch(limit: Int, maxBytes: Int, excluding: Set<String>) throws -> [Outgoing] {
+    public func nextBatch(limit: Int, maxBytes: Int, excluding: Set<String>, excludingRoots: Set<Int> = []) throws -> [Outgoing] {
         let started = Clock.monotonic()
         let entries = try store.outboxWithFiles(limit: limit, excluding: excluding)
         if entries.isEmpty { return [] }
@@ -49,6 +49,7 @@ extension Replica {
                 try store.dequeue(entry.path)
                 continue
             }
+            if excludingRoots.contains(root) { continue }
             // A directory's tombstone waits until those of its contents are accepted: a peer that
             // got it first could not remove the directory, and would keep it.
             if try !row.present && row.kind == .directory && store.hasOutbox(below: entry.path) { continue }

@@ -8,9 +8,12 @@ import SinkiWatch
 public struct RootSpec: Sendable, Equatable {
     public var name: String
     public var path: String
-    public init(name: String, path: String) {
+    /// `ignore =` patterns from the config (the root's `.sinkiignore` adds to them).
+    public var ignore: [String]
+    public init(name: String, path: String, ignore: [String] = []) {
         self.name = name
         self.path = path
+        self.ignore = ignore
     }
 }
 
@@ -45,7 +48,7 @@ public actor Replica {
 
     let store: StateStore
     public nonisolated let roots: [RootSpec]
-    let safeRoots: [SafeRoot]
+    var safeRoots: [SafeRoot]
     let rootIndex: [String: Int]
     let device: String
     let inotify: Inotify?
@@ -56,6 +59,8 @@ public actor Replica {
     let typeFor: @Sendable (String) -> String
     /// Paths that changed while being read; the agent looks at them again after a delay.
     var unstable: [(root: Int, relative: String)] = []
+    /// New files with temporary-looking names a walk skipped; looked at after their grace period.
+    var deferred: [(root: Int, relative: String)] = []
     /// Content read and compressed while hashing, kept for the push that follows so a new file is
     /// read once; bounded by `pushCacheLimit` bytes.
     var pushCache: [String: CachedContent] = [:]
@@ -85,13 +90,64 @@ public actor Replica {
         self.echoes = echoes
         self.logger = logger
         self.typeFor = typeFor
-        ignores = roots.map { _ in IgnoreRules(config: [], fileText: nil) }
+        ignores = zip(roots, opened).map { Self.rules(for: $0.0, in: $0.1) }
         unwatchedDirectories = roots.map { _ in [] }
     }
 
-    /// Replaces a root's ignore rules (config patterns plus its `.sinkiignore`).
-    public func setIgnores(_ rules: IgnoreRules, root: Int) {
+    /// Roots the user confirmed may be empty: their next walk records deletes.
+    var confirmedEmpty: Set<Int> = []
+    /// Roots whose ignore rules changed (their `.sinkiignore` was edited here or arrived): walk them
+    /// again so that paths no longer ignored are found.
+    var rescanNeeded: Set<Int> = []
+
+    /// Reads a root's `.sinkiignore` and combines it with the config's patterns; true if the rules
+    /// changed.
+    @discardableResult
+    public func reloadIgnores(root: Int) -> Bool {
+        let rules = Self.rules(for: roots[root], in: safeRoots[root])
+        guard rules != ignores[root] else { return false }
         ignores[root] = rules
+        return true
+    }
+
+    static func rules(for root: RootSpec, in safeRoot: SafeRoot) -> IgnoreRules {
+        var text: String?
+        if let file = try? safeRoot.open(IgnoreRules.fileName, flags: O_RDONLY), let bytes = try? file.readAll() {
+            text = String(decoding: bytes, as: UTF8.self)
+        }
+        return IgnoreRules(config: root.ignore, fileText: text)
+    }
+
+    /// Notes that `path` was written or looked at; a root's `.sinkiignore` reloads its rules.
+    func touched(_ path: String) {
+        guard path.hasSuffix("/" + IgnoreRules.fileName), let (root, relative) = (try? RecordPath(validating: path)).flatMap(locate),
+              relative == IgnoreRules.fileName else { return }
+        if reloadIgnores(root: root) {
+            logger.info("\(quoted(roots[root].path + "/" + IgnoreRules.fileName)) changed; walking the root again")
+            rescanNeeded.insert(root)
+        }
+    }
+
+    /// Directories left unwatched by the limit, to walk again (each walk retries their watch).
+    public func takeUnwatched() -> [(root: Int, relative: String)] {
+        var out: [(root: Int, relative: String)] = []
+        for (root, paths) in unwatchedDirectories.enumerated() {
+            out += paths.map { (root, $0) }
+            unwatchedDirectories[root].removeAll()
+        }
+        return out
+    }
+
+    /// Roots to walk again because their ignore rules changed.
+    public func takeRescans() -> Set<Int> {
+        defer { rescanNeeded.removeAll() }
+        return rescanNeeded
+    }
+
+    /// Opens a root again (after it was removed and made again, or remounted).
+    public func reopen(root: Int) throws {
+        safeRoots[root] = try SafeRoot(path: roots[root].path)
+        reloadIgnores(root: root)
     }
 
     /// Whether a path below a root is ignored (or lies in an ignored directory).
@@ -130,6 +186,12 @@ public actor Replica {
     public func takeUnstable() -> [(root: Int, relative: String)] {
         defer { unstable.removeAll() }
         return unstable
+    }
+
+    /// Young temporary-looking files a walk skipped, to look at once their grace is over.
+    public func takeDeferred() -> [(root: Int, relative: String)] {
+        defer { deferred.removeAll() }
+        return deferred
     }
 
     func recordPath(root: Int, relative: String) -> String { roots[root].name + "/" + relative }

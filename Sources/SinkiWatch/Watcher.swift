@@ -109,7 +109,9 @@ public final class Watcher {
                     continue
                 }
                 if let from, from.root == event.root, !fromTemporary, !temporary {
+                    // The replica moves the rows and then looks at both ends itself.
                     batch.moves.append(WatchBatch.Move(root: event.root, from: from.relative, to: event.relative, isDirectory: event.isDirectory))
+                    continue
                 } else if let from {
                     fromTemporary ? hold(from.root, from.relative, until: graceDeadline) : ready(from.root, from.relative, recursive: false)
                 }

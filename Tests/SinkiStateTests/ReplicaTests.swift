@@ -176,6 +176,7 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
 
     @Test func aLocalDeleteLosesToARemoteEdit() async throws {
         let fixture = try Fixture()
+        try fixture.write("keeper.txt", "keeps the root from looking emptied")
         _ = try await fixture.replica.apply([remote("Saves/k.save", "v1", tag: 1)], token: nil)
         try FileManager.default.removeItem(atPath: fixture.root + "/k.save")
         let report = try await fixture.replica.apply([remote("Saves/k.save", "v2", tag: 2)], token: nil)
@@ -248,11 +249,13 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
 
     @Test func deletesBecomeTombstonesDeepestFirst() async throws {
         let fixture = try Fixture()
+        try fixture.write("keeper.txt", "keeps the root from looking emptied")
         try fixture.write("d/e/f.save", "f")
         _ = try await fixture.replica.reconcile(root: 0, under: "")
         var tag: Int64 = 0
         let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
         _ = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
+        tag = 10
         try FileManager.default.removeItem(atPath: fixture.root + "/d")
         _ = try await fixture.replica.check(root: 0, paths: ["d"])
         // A directory's tombstone leaves only after those of its contents are accepted.
@@ -260,7 +263,7 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         for _ in 0..<3 {
             let deletes = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
             #expect(deletes.count == 1)
-            #expect(deletes.allSatisfy { $0.record.deleted && $0.record.baseTag > 0 })
+            #expect(deletes.allSatisfy { $0.record.deleted && $0.record.baseTag > 0 && $0.record.baseTag < 10 })
             sent += deletes.map(\.record.path)
             _ = try await fixture.replica.acknowledge(deletes, saveAll(deletes, from: &tag))
         }
@@ -288,6 +291,7 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
 
     @Test func aFileDeletedWhileItsFirstSaveIsInFlightIsDeletedRemotelyToo() async throws {
         let fixture = try Fixture()
+        try fixture.write("keeper.txt", "keeps the root from looking emptied")
         try fixture.write("tmp.save", "short-lived")
         _ = try await fixture.replica.reconcile(root: 0, under: "")
         let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
@@ -297,11 +301,13 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         _ = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
         let next = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
         #expect(next.map(\.record.deleted) == [true])
-        #expect(next.first?.record.baseTag == 1)
+        #expect(next.first?.record.path == "Saves/tmp.save")
+        #expect(next.first?.record.baseTag == batch.firstIndex { $0.record.path == "Saves/tmp.save" }.map { Int64($0) + 1 })
     }
 
     @Test func aFileDeletedAfterAnUnansweredSaveIsNotBroughtBack() async throws {
         let fixture = try Fixture()
+        try fixture.write("keeper.txt", "keeps the root from looking emptied")
         try fixture.write("gone.save", "v1")
         _ = try await fixture.replica.reconcile(root: 0, under: "")
         _ = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: []) // killed before the answer
@@ -313,8 +319,28 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         let report = try await fixture.replica.apply([echo], token: nil)
         #expect(report.conflicts.isEmpty && report.needContent.isEmpty)
         #expect(!fixture.exists("gone.save"))
-        let next = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        let next = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: []).filter { $0.record.path == "Saves/gone.save" }
         #expect(next.map(\.record.deleted) == [true])
         #expect(next.first?.record.baseTag == 3)
+    }
+
+    @Test func aRootEmptiedWhileItsFilesAreSyncedIsASafetyStop() async throws {
+        let fixture = try Fixture()
+        try fixture.write("only.save", "the one file")
+        _ = try await fixture.replica.reconcile(root: 0, under: "")
+        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        var tag: Int64 = 0
+        _ = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
+        try FileManager.default.removeItem(atPath: fixture.root + "/only.save")
+        let checked = try await fixture.replica.check(root: 0, paths: ["only.save"])
+        #expect(checked.safetyStop == "the root folder became empty")
+        let walked = try await fixture.replica.reconcile(root: 0, under: "")
+        #expect(walked.safetyStop?.hasPrefix("the root folder is empty") == true)
+        #expect(try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: []).isEmpty)
+        // The user confirms: the delete is recorded and sent.
+        try await fixture.replica.confirmSafetyStop(root: 0)
+        _ = try await fixture.replica.reconcile(root: 0, under: "")
+        let deletes = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        #expect(deletes.map(\.record.deleted) == [true])
     }
 }

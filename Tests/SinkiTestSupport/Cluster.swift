@@ -1,4 +1,5 @@
 import Foundation
+import SinkiRecord
 
 /// Real sinkid processes for end-to-end tests: a server and agents on temporary folders, on
 /// 127.0.0.1 with ports the kernel picks.
@@ -122,5 +123,29 @@ public struct ConvergenceFailed: Error, CustomStringConvertible {
     public var logs: [String]
     public var description: String {
         "\(what)\ndiffering paths:\n" + difference.prefix(420).joined(separator: "\n") + "\n--- logs ---\n" + logs.joined(separator: "\n---\n")
+    }
+}
+
+extension Cluster {
+    /// The server's records at `prefix` or below (tombstones included), read with curl.
+    public func serverRecords(_ prefix: String = "SaveGames", server: String? = nil) throws -> [Record] {
+        var records: [Record] = []
+        var after = ""
+        while true {
+            let url = (server ?? serverURL) + "/v1/records?limit=10000&path=\(prefix)" + (after.isEmpty ? "" : "&after=" + (after.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? after))
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            process.arguments = ["-sS", "--fail", url]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            try process.run()
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else { throw ProcessFailed(label: "curl \(url)", log: String(decoding: data, as: UTF8.self)) }
+            let page = try RecordPage.parse(Array(data))
+            records += page.records
+            guard page.more, let last = page.records.last else { return records }
+            after = last.path
+        }
     }
 }

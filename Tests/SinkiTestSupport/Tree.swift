@@ -11,29 +11,35 @@ public struct TreeSnapshot: Equatable, CustomStringConvertible {
     public init(_ root: String, content: Bool = true) {
         entries = [:]
         let manager = FileManager.default
-        guard let enumerator = manager.enumerator(atPath: root) else { return }
-        while let relative = enumerator.nextObject() as? String {
-            let name = (relative as NSString).lastPathComponent
-            if name.hasPrefix(".sinki-tmp-") { continue }
-            let path = root + "/" + relative
-            guard let attributes = try? manager.attributesOfItem(atPath: path) else { continue }
-            let type = attributes[.type] as? FileAttributeType
-            let mode = (attributes[.posixPermissions] as? Int).map { String($0, radix: 8) } ?? "?"
-            switch type {
-            case .typeDirectory?: entries[relative] = "dir"
-            case .typeSymbolicLink?:
-                entries[relative] = "link:" + ((try? manager.destinationOfSymbolicLink(atPath: path)) ?? "?")
-            case .typeRegular?:
-                if content {
-                    let data = manager.contents(atPath: path) ?? Data()
-                    let hash = Digest.sha256Hex(Array(data)).prefix(16)
-                    entries[relative] = "file:\(data.count):\(hash):\(mode)"
-                } else {
-                    let size = (attributes[.size] as? Int) ?? -1
-                    let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
-                    entries[relative] = "file:\(size):\(modified):\(mode)"
+        // A walk of our own: FileManager's enumerator follows symbolic links to directories.
+        var pending = [""]
+        while let relativeDirectory = pending.popLast() {
+            let directory = relativeDirectory.isEmpty ? root : root + "/" + relativeDirectory
+            guard let names = try? manager.contentsOfDirectory(atPath: directory) else { continue }
+            for name in names where !name.hasPrefix(".sinki-tmp-") {
+                let relative = relativeDirectory.isEmpty ? name : relativeDirectory + "/" + name
+                let path = root + "/" + relative
+                guard let attributes = try? manager.attributesOfItem(atPath: path) else { continue }
+                let type = attributes[.type] as? FileAttributeType
+                let mode = (attributes[.posixPermissions] as? Int).map { String($0, radix: 8) } ?? "?"
+                switch type {
+                case .typeDirectory?:
+                    entries[relative] = "dir"
+                    pending.append(relative)
+                case .typeSymbolicLink?:
+                    entries[relative] = "link:" + ((try? manager.destinationOfSymbolicLink(atPath: path)) ?? "?")
+                case .typeRegular?:
+                    if content {
+                        let data = manager.contents(atPath: path) ?? Data()
+                        let hash = Digest.sha256Hex(Array(data)).prefix(16)
+                        entries[relative] = "file:\(data.count):\(hash):\(mode)"
+                    } else {
+                        let size = (attributes[.size] as? Int) ?? -1
+                        let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+                        entries[relative] = "file:\(size):\(modified):\(mode)"
+                    }
+                default: continue // fifos, sockets, devices: never synced
                 }
-            default: entries[relative] = "other"
             }
         }
     }

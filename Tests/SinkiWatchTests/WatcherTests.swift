@@ -1,0 +1,163 @@
+import Glibc
+import SinkiLoop
+import SinkiSupport
+import SinkiTestSupport
+import Testing
+@testable import SinkiWatch
+
+/// The watcher's aggregation, on a real loop, fed events directly (what the kernel would send).
+actor Aggregator {
+    nonisolated let loop: EventLoop
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+    var watcher: Watcher?
+    var batches: [WatchBatch] = []
+
+    init(loop: EventLoop) { self.loop = loop }
+
+    func setUp(delay: UInt64 = 50, grace: UInt64 = 200) throws {
+        let watcher = Watcher(loop: loop, inotify: try Inotify(), delayMilliseconds: delay, graceMilliseconds: grace,
+                              logger: Logger(label: "test", level: .error))
+        try watcher.start { [unowned self] batch in self.assumeIsolated { $0.batches.append(batch) } }
+        self.watcher = watcher
+    }
+
+    func feed(_ events: [InotifyEvent]) {
+        watcher?.absorb(events)
+        watcher?.flush()
+    }
+
+    func tearDown() { watcher?.stop() }
+
+    var all: WatchBatch {
+        var merged = WatchBatch()
+        for batch in batches { merged.merge(batch) }
+        return merged
+    }
+}
+
+func event(_ relative: String, _ mask: Int32, cookie: UInt32 = 0, root: Int = 0) -> InotifyEvent {
+    InotifyEvent(root: root, relative: relative, mask: UInt32(bitPattern: mask), cookie: cookie)
+}
+
+@Suite(.serialized) struct WatcherTests {
+    @Test func anOverflowAsksForARescanOfEverything() async throws {
+        let thread = LoopThread()
+        defer { thread.stop() }
+        let aggregator = Aggregator(loop: thread.loop)
+        try await aggregator.setUp()
+        await aggregator.feed([InotifyEvent(root: -1, relative: "", mask: UInt32(IN_Q_OVERFLOW), cookie: 0)])
+        #expect(await aggregator.all.overflow)
+        await aggregator.tearDown()
+    }
+
+    @Test func completeFilesAreReadyAtOnceAndOpenOnesWaitForQuiet() async throws {
+        let thread = LoopThread()
+        defer { thread.stop() }
+        let aggregator = Aggregator(loop: thread.loop)
+        try await aggregator.setUp(delay: 50)
+        await aggregator.feed([event("done.txt", IN_CREATE), event("done.txt", IN_CLOSE_WRITE), event("open.log", IN_MODIFY)])
+        #expect(await aggregator.all.changes.map(\.relative) == ["done.txt"])
+        try await waitUntil("the quiet file", timeout: 2) { await aggregator.all.changes.map(\.relative).contains("open.log") }
+        await aggregator.tearDown()
+    }
+
+    @Test func renamesInsideARootArePairedIntoMoves() async throws {
+        let thread = LoopThread()
+        defer { thread.stop() }
+        let aggregator = Aggregator(loop: thread.loop)
+        try await aggregator.setUp()
+        await aggregator.feed([event("a.txt", IN_MOVED_FROM, cookie: 7), event("sub/b.txt", IN_MOVED_TO, cookie: 7),
+                               event("dir", IN_MOVED_FROM | IN_ISDIR, cookie: 8), event("dir2", IN_MOVED_TO | IN_ISDIR, cookie: 8),
+                               event("gone.txt", IN_MOVED_FROM, cookie: 9)])
+        let all = await aggregator.all
+        #expect(all.moves == [WatchBatch.Move(root: 0, from: "a.txt", to: "sub/b.txt", isDirectory: false),
+                              WatchBatch.Move(root: 0, from: "dir", to: "dir2", isDirectory: true)])
+        // Moved out of the root (no partner): a delete to look at.
+        #expect(all.changes.map(\.relative) == ["gone.txt"])
+        await aggregator.tearDown()
+    }
+
+    @Test func vimsAtomicSaveLeavesOnlyTheRealFile() async throws {
+        let thread = LoopThread()
+        defer { thread.stop() }
+        let aggregator = Aggregator(loop: thread.loop)
+        try await aggregator.setUp(delay: 20, grace: 100)
+        // vim with backupcopy=no: probe 4913, rename the file to file~, write anew, delete the backup.
+        await aggregator.feed([
+            event("4913", IN_CREATE), event("4913", IN_CLOSE_WRITE), event("4913", IN_DELETE),
+            event("notes.txt", IN_MOVED_FROM, cookie: 3), event("notes.txt~", IN_MOVED_TO, cookie: 3),
+            event("notes.txt", IN_CREATE), event("notes.txt", IN_MODIFY), event("notes.txt", IN_CLOSE_WRITE),
+            event("notes.txt~", IN_DELETE),
+        ])
+        let first = await aggregator.all
+        #expect(first.moves.isEmpty)
+        #expect(first.changes.map(\.relative) == ["notes.txt"])
+        // The temporary names are only looked at after the grace period (and are gone by then).
+        try await waitUntil("the grace period", timeout: 2) { await aggregator.all.changes.count >= 3 }
+        let later = await aggregator.all.changes.map(\.relative)
+        #expect(Set(later) == ["notes.txt", "4913", "notes.txt~"])
+        await aggregator.tearDown()
+    }
+
+    @Test func aTemporaryFileRenamedOverTheTargetIsOneChange() async throws {
+        let thread = LoopThread()
+        defer { thread.stop() }
+        let aggregator = Aggregator(loop: thread.loop)
+        try await aggregator.setUp(delay: 20, grace: 100)
+        await aggregator.feed([event(".save.dat.tmp1234", IN_CREATE), event(".save.dat.tmp1234", IN_CLOSE_WRITE),
+                               event(".save.dat.tmp1234", IN_MOVED_FROM, cookie: 5), event("save.dat", IN_MOVED_TO, cookie: 5)])
+        let all = await aggregator.all
+        #expect(all.moves.isEmpty)
+        #expect(all.changes.map(\.relative) == ["save.dat"])
+        await aggregator.tearDown()
+    }
+
+    @Test func ownWritesAreDroppedOnce() async throws {
+        let thread = LoopThread()
+        defer { thread.stop() }
+        let echoes = EchoFilter()
+        echoes.expect(root: 0, relative: "written.txt", .fileIn)
+        #expect(echoes.consume(event("written.txt", IN_MOVED_TO)))
+        #expect(!echoes.consume(event("written.txt", IN_MOVED_TO)))
+        echoes.expect(root: 0, relative: "#123", .anonymous)
+        #expect(echoes.consume(event("#123", IN_MODIFY)))
+        #expect(echoes.consume(event("#123", IN_CLOSE_WRITE)))
+        #expect(!echoes.consume(event("#123", IN_CLOSE_WRITE)))
+    }
+
+    @Test func temporaryNamesAreRecognised() {
+        for name in ["4913", "5036", "notes.txt~", ".notes.txt.swp", ".file.tmp1234", "x.tmp", ".goutputstream-ABC123", ".dat.nosync12.aB3dEf", "#draft#", ".rsync.aB3xYz"] {
+            #expect(TemporaryNames.looksTemporary(Substring(name)), "\(name)")
+        }
+        for name in ["notes.txt", "4914", "player1.save", ".bashrc", ".config", "archive.tar.gz", "README"] {
+            #expect(!TemporaryNames.looksTemporary(Substring(name)), "\(name)")
+        }
+    }
+}
+
+/// Real inotify on a temporary folder: watches through `/proc/self/fd`, events named by path.
+@Suite struct InotifyTests {
+    @Test func eventsArriveWithTheirPaths() throws {
+        let directory = TemporaryDirectory("sinki-inotify")
+        let inotify = try Inotify()
+        let folder = try FileDescriptor.open(directory.path, flags: O_RDONLY | O_DIRECTORY)
+        try inotify.watch(folder, root: 0, relative: "")
+        mkdir(directory.child("sub"), 0o755)
+        let sub = try FileDescriptor.open(directory.child("sub"), flags: O_RDONLY | O_DIRECTORY)
+        try inotify.watch(sub, root: 0, relative: "sub")
+        let file = try FileDescriptor.open(directory.child("sub/x.txt"), flags: O_WRONLY | O_CREAT, mode: 0o644)
+        try file.write(Array("hi".utf8))
+        _ = file // closed at the end of scope
+        var seen: [InotifyEvent] = []
+        try waitUntilSync("events", timeout: 2) {
+            seen += inotify.read()
+            return seen.contains { $0.relative == "sub/x.txt" && $0.has(IN_CREATE) }
+        }
+        #expect(seen.contains { $0.relative == "sub" && $0.isDirectory && $0.has(IN_CREATE) })
+        #expect(inotify.watchCount == 2)
+        inotify.renameWatches(root: 0, from: "sub", to: "renamed")
+        #expect(inotify.isWatched(root: 0, relative: "renamed"))
+        inotify.unwatch(root: 0, under: "renamed")
+        #expect(inotify.watchCount == 1)
+    }
+}
