@@ -108,7 +108,13 @@ final class SpawnedProcess {
     private var kept: Int32?
 
     init(_ spec: CommandSpec) throws(SystemError) {
-        let outPipe = try Self.pipe(), errPipe = try Self.pipe()
+        let outPipe = try Self.pipe()
+        let errPipe: (read: Int32, write: Int32)
+        do { errPipe = try Self.pipe() } catch {
+            close(outPipe.read)
+            close(outPipe.write)
+            throw error
+        }
         defer {
             close(outPipe.write)
             close(errPipe.write)

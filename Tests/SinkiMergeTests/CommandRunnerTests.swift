@@ -76,7 +76,8 @@ struct CommandRunnerTests {
         let pids = directory.child("daemon")
         let result = await CommandRunner.run(sh(#"sleep 300 >/dev/null 2>&1 & echo $! > "$1""#, [pids], killGroup: false))
         #expect(result.termination == .exited(0))
-        let child = Int32((readFile(pids) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        let child = try #require(Int32((readFile(pids) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)))
+        try #require(child > 0)
         #expect(!processIsGone(child))
         kill(child, SIGKILL)
     }

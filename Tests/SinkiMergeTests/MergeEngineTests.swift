@@ -230,6 +230,15 @@ struct MergeEngineTests {
         #expect(outcome.fallbackReason?.contains("wrote nothing") == true)
     }
 
+    @Test func aSymlinkAtOutIsNotFollowed() async throws {
+        let secret = directory.child("secret")
+        try writeFile(secret, "not for the synced folder")
+        let policy = MergePolicy(rule: .command, command: shell(#"ln -s "$1" "$2""#, secret, "%out"), fallback: .ask)
+        let outcome = await engine(directory).resolve(path: file, policy: policy, local: version("L"), remote: version("R", device: "b"), base: bytes("B"))
+        #expect(outcome.resolution == .ask)
+        #expect(outcome.fallbackReason?.contains("%out") == true)
+    }
+
     @Test func mergeCommandThatHangsIsKilledAtTheTimeout() async throws {
         let pids = directory.child("pids")
         // The command and a child of its own both hang; both must go.
