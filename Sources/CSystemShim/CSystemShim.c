@@ -23,3 +23,12 @@ int sinki_openat_beneath(int dirfd, const char *path, int flags, mode_t mode) {
 int sinki_open_anonymous(int dirfd, int flags, mode_t mode) {
     return openat(dirfd, ".", O_TMPFILE | flags, mode);
 }
+
+int sinki_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+int sinki_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+int sinki_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path) {
+    return posix_spawn_file_actions_addchdir_np(actions, path);
+}
+int sinki_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int from) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, from);
+}

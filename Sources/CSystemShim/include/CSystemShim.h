@@ -11,4 +11,13 @@ int sinki_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, cons
 int sinki_openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
 /// An unnamed regular file in directory `dirfd` (O_TMPFILE), to be linked under a name when complete.
 int sinki_open_anonymous(int dirfd, int flags, mode_t mode);
+#include <spawn.h>
+/// pidfd_open(2): a descriptor that polls readable when the process exits (Linux 5.3).
+int sinki_pidfd_open(pid_t pid);
+/// pipe2(2) with O_CLOEXEC, so no other child inherits the pipe between pipe() and fcntl().
+int sinki_pipe_cloexec(int fds[2]);
+/// posix_spawn file actions that glibc declares only under _GNU_SOURCE: change the child's working
+/// folder, and close every descriptor from `from` up.
+int sinki_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path);
+int sinki_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int from);
 #endif
