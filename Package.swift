@@ -35,8 +35,9 @@ let package = Package(
         .target(name: "SinkiMerge", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiConfig", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiServer", dependencies: ["CMicroHTTPD", "CMicroHTTPDShim", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
-        .target(name: "SinkiAgent", dependencies: ["SinkiConfig", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer", "SinkiWatch"], swiftSettings: strict),
-        .target(name: "SinkiCLI", dependencies: ["SinkiAgent", "SinkiConfig", "SinkiLoop", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiControl", dependencies: ["CSystemShim", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiAgent", dependencies: ["SinkiConfig", "SinkiControl", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer", "SinkiWatch"], swiftSettings: strict),
+        .target(name: "SinkiCLI", dependencies: ["SinkiAgent", "SinkiConfig", "SinkiControl", "SinkiLoop", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport"], swiftSettings: strict),
         .executableTarget(name: "sinkid", dependencies: ["SinkiCLI"], swiftSettings: strict),
 
         .target(name: "SinkiTestSupport", dependencies: ["SinkiSupport"], path: "Tests/SinkiTestSupport", swiftSettings: strict),
@@ -50,6 +51,7 @@ let package = Package(
         .testTarget(name: "SinkiConfigTests", dependencies: ["SinkiConfig", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiServerTests", dependencies: ["SinkiServer", "SinkiRecord", "SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiAgentTests", dependencies: ["SinkiAgent", "SinkiTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SinkiControlTests", dependencies: ["SinkiControl", "SinkiLoop", "SinkiRecord", "SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiCLITests", dependencies: ["SinkiCLI", "SinkiTestSupport"], exclude: ["Fixtures"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
