@@ -10,7 +10,7 @@ extension Agent {
     /// or on the server. On failure: one log line, then growing jittered retries.
     func pullLoop() async {
         guard let replica, let client, let sleeper else { return }
-        while !stopping {
+        while !stopping && !control.paused {
             do {
                 let token = try await replica.feedToken(server: feedKey)
                 let page = try await client.changes(since: token, wait: caughtUp ? configuration.pollWaitSeconds : 0, limit: 1000)
@@ -59,6 +59,7 @@ extension Agent {
         guard let replica else { return }
         if !report.applied.isEmpty {
             logger.debug("applied \(report.applied.count) remote change(s)")
+            publishApplied(report.applied)
         }
         if !report.toCheck.isEmpty {
             var batch = WatchBatch()

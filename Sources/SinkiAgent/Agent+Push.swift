@@ -10,7 +10,7 @@ extension Agent {
 
     /// Starts pushing queued local changes if there are any and nothing stops it.
     func pumpPush() {
-        guard caughtUp, !stopping, reachable == true, !preparingPush, pushTasks.count < Self.pushDepth else { return }
+        guard caughtUp, !stopping, !control.paused, reachable == true, !preparingPush, pushTasks.count < Self.pushDepth else { return }
         preparingPush = true
         let id = nextPushID
         nextPushID += 1

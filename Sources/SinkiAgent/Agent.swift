@@ -58,6 +58,8 @@ public actor Agent {
     var pendingWatch = WatchBatch()
     var lookingAtDisk = false
     var exitCode = ExitCode.success
+    /// The control socket, systemd, SIGHUP and pause (Agent+Control.swift).
+    var control = AgentControl()
 
     public init(configuration: AgentConfiguration, loop: EventLoop, logger: Logger) {
         self.configuration = configuration
@@ -90,6 +92,7 @@ public actor Agent {
         guard !stopping else { return }
         stopping = true
         logger.info("stopping")
+        controlStopping()
         watcher?.stop()
         pullTask?.cancel()
         sleeper?.wakeAll()
@@ -136,6 +139,7 @@ public actor Agent {
                 self.assumeIsolated { $0.stop() }
             })
         }
+        startControl()
     }
 
     private func makeStateDirectory() throws {
@@ -176,6 +180,7 @@ public actor Agent {
     }
 
     private func tearDown() {
+        stopControl()
         watcher?.stop()
         watcher = nil
         signals.removeAll()
@@ -196,6 +201,7 @@ public actor Agent {
             }
             let elapsed = Double(Clock.monotonic() - started) / 1e9
             logger.info("scanned \(configuration.roots.count) root(s) in \(String(format: "%.2f", elapsed)) s; \(queued) local change(s) to send")
+            scanFinished()
         } catch {
             logger.error("initial scan failed: \(error)")
             exitCode = .ioError
@@ -223,6 +229,7 @@ public actor Agent {
         if reachable == false { logger.info("server \(serverURL) reachable again") }
         reachable = true
         backoff.reset()
+        contactMade()
     }
 
     func disconnected(_ error: any Error) {
@@ -230,5 +237,6 @@ public actor Agent {
             logger.warning("server \(serverURL) unreachable: \(error); retrying with backoff")
         }
         reachable = false
+        contactLost()
     }
 }
