@@ -111,7 +111,7 @@ extension Agent: ControlHandler {
         } else if reachable == false {
             state = .error
             reason = "server \(serverURL) unreachable" + (logger.lastProblem.map { ": \($0.message)" } ?? "")
-        } else if !caughtUp || pendingCount > (facts?.refusedCount ?? 0) || !pushTasks.isEmpty {
+        } else if !caughtUp || pendingCount > (facts?.refusedCount ?? 0) {
             state = .syncing
             reason = caughtUp ? "\(pendingCount) local change(s) to send" : "reading the server's changes"
         } else {
