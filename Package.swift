@@ -40,7 +40,7 @@ let package = Package(
         .target(name: "SinkiCLI", dependencies: ["SinkiAgent", "SinkiConfig", "SinkiControl", "SinkiLoop", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport"], swiftSettings: strict),
         .executableTarget(name: "sinkid", dependencies: ["SinkiCLI"], swiftSettings: strict),
 
-        .target(name: "SinkiTestSupport", dependencies: ["SinkiSupport"], path: "Tests/SinkiTestSupport", swiftSettings: strict),
+        .target(name: "SinkiTestSupport", dependencies: ["SinkiRecord", "SinkiSupport"], path: "Tests/SinkiTestSupport", swiftSettings: strict),
         .testTarget(name: "SinkiRecordTests", dependencies: ["SinkiRecord"], swiftSettings: strict),
         .testTarget(name: "SinkiSupportTests", dependencies: ["SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiLoopTests", dependencies: ["SinkiLoop"], swiftSettings: strict),
@@ -52,7 +52,7 @@ let package = Package(
         .testTarget(name: "SinkiServerTests", dependencies: ["SinkiServer", "SinkiRecord", "SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiAgentTests", dependencies: ["SinkiAgent", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiControlTests", dependencies: ["SinkiControl", "SinkiLoop", "SinkiRecord", "SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
-        .testTarget(name: "SinkiCLITests", dependencies: ["SinkiCLI", "SinkiTestSupport"], exclude: ["Fixtures"], swiftSettings: strict),
+        .testTarget(name: "SinkiCLITests", dependencies: ["SinkiCLI", "SinkiConfig", "SinkiControl", "SinkiRecord", "SinkiTestSupport"], exclude: ["Fixtures"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )
