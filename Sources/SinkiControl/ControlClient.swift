@@ -16,7 +16,8 @@ public final class ControlClient {
         let path = ControlSocket.path(stateDirectory: stateDirectory)
         let directory: FileDescriptor
         do { directory = try ControlSocket.openDirectory(stateDirectory) } catch {
-            throw ControlError(.notRunning, "no agent runs with the state folder \(stateDirectory) (\(error.message))")
+            if error.errno == ENOENT { throw ControlError(.notRunning, "no agent runs with the state folder \(stateDirectory)") }
+            throw ControlError(.failed, "cannot open the state folder \(stateDirectory): \(error.message)")
         }
         let name = ControlSocket.address(of: ControlSocket.fileName, in: directory, directoryPath: stateDirectory)
         guard case (var address, let length)? = ControlSocket.address(name) else {

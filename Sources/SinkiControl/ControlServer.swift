@@ -192,6 +192,7 @@ public actor ControlServer {
         if let watch {
             session.watching = watch
             session.queue.removeAll()
+            logger.debug("watch \(watch) for pid \(session.peerPID)")
             return
         }
         pump(session)

@@ -4,7 +4,7 @@ import SinkiRecord
 /// The part of JSON Schema that docs/status.schema.json uses: `type` (one or a list), `properties`,
 /// `required`, `additionalProperties: false`, `items`, `enum`, `minimum`, `format: date-time`.
 /// A keyword it does not know fails validation, so the schema cannot quietly say more than is checked.
-public struct JSONSchema {
+public struct JSONSchema: Sendable {
     public let root: JSONValue
 
     public init(file path: String) throws {
