@@ -125,7 +125,7 @@ extension Agent: ControlHandler {
             var rootReason = reason
             if let stop = control.safetyStops[index] {
                 (rootState, rootReason) = (.stoppedForSafety, stop)
-            } else if access(root.path, F_OK) != 0 {
+            } else if totals?.folderMissing == true {
                 (rootState, rootReason) = (.error, "the folder \(root.path) is missing")
             } else if state == .syncing, caughtUp, (totals?.pending ?? 0) == 0 {
                 (rootState, rootReason) = (.upToDate, nil)

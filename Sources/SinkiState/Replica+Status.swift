@@ -1,3 +1,4 @@
+import Glibc
 import SinkiRecord
 import SinkiSupport
 
@@ -9,6 +10,8 @@ public struct ReplicaStatus: Sendable {
         public var bytes: Int64
         /// Outbox entries below the root.
         public var pending: Int
+        /// The root's folder is not there (unmounted, moved away).
+        public var folderMissing: Bool
     }
 
     public var roots: [RootTotals] = []
@@ -28,7 +31,8 @@ extension Replica {
         let byRoot = try StatusQueries.pendingByRoot(database)
         for root in roots {
             let totals = try StatusQueries.totals(database, root: root.name)
-            facts.roots.append(ReplicaStatus.RootTotals(name: root.name, files: totals.files, bytes: totals.bytes, pending: byRoot[root.name] ?? 0))
+            facts.roots.append(ReplicaStatus.RootTotals(name: root.name, files: totals.files, bytes: totals.bytes,
+                                                        pending: byRoot[root.name] ?? 0, folderMissing: access(root.path, F_OK) != 0))
         }
         facts.pending = try StatusQueries.pending(database, limit: limit)
         (facts.pendingCount, facts.refusedCount) = try StatusQueries.counts(database)

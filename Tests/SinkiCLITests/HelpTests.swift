@@ -1,5 +1,5 @@
 import Foundation
-@testable import SinkiCLI
+import SinkiCLI
 import SinkiTestSupport
 import Testing
 
@@ -36,7 +36,7 @@ import Testing
         let directory = TemporaryDirectory("sinki-help")
         let overview = try sinkid(["help"], in: directory)
         #expect(overview.code == 0)
-        for spec in CommandCatalog.all { #expect(overview.output.contains("  \(spec.name)   ") || overview.output.contains("  \(spec.name) ")) }
+        for spec in CommandCatalog.all { #expect(overview.output.contains("\n  \(spec.name) "), "the overview misses \(spec.name)") }
         #expect(try sinkid(["--help"], in: directory).output == overview.output)
         let unknown = try sinkid(["stauts"], in: directory)
         #expect(unknown.code == 64 && unknown.errors.contains("unknown command stauts; did you mean status?"))

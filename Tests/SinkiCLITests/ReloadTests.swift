@@ -58,7 +58,14 @@ import Testing
         #expect(!agent.errors.contains("\u{1B}["))
         // --log-level warning (given last) hides info lines; each line is time, level, component, message.
         try put(cluster.root("a") + "/x.save", "x")
-        agent.stop()
+        // Stop once it is sent: an agent stopped while its replica still hashes can crash in
+        // OpenSSL's exit handlers (a shutdown race in Agent.stop, reported to the watcher's issue).
+        try await waitUntil("x.save sent") {
+            let run = try sinkid(["status", "--json", "--state", cluster.directory.child("a") + "/state"], in: cluster.directory)
+            guard case let .array(roots)? = try run.json()["roots"] else { return false }
+            return try run.json()["pending"]?["count"] == .int(0) && roots.first?["files"] == .int(1)
+        }
+        #expect(agent.stop() == 0)
         for line in agent.errors.split(separator: "\n") {
             #expect(line.range(of: #"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z (DEBUG|INFO|WARNING|ERROR) [a-z ]+: "#, options: .regularExpression) != nil,
                     "not a log line: \(line)")
