@@ -48,6 +48,8 @@ public final class ControlClient {
     /// Sends `request` and returns the agent's result; an error answer is thrown.
     public func send(_ request: ControlRequest) throws(ControlError) -> JSONValue {
         do { try socket.write(request.line + [UInt8(ascii: "\n")]) } catch {
+            // The agent may have hung up after saying why (a refused peer): read that first.
+            if let line = try? readLine() { return try ControlResponse.parse(line) }
             throw ControlError(.failed, "cannot send to the agent: \(error.message)")
         }
         guard let line = try readLine() else {

@@ -211,6 +211,7 @@ public struct SkippedSummary: Sendable, Equatable {
 
 /// A file on its way up or down.
 public struct TransferStatus: Sendable, Equatable {
+    /// Which way the bytes go.
     public enum Direction: String, Sendable, Equatable { case upload, download }
     public var path: String
     public var direction: Direction

@@ -4,6 +4,7 @@ import SinkiSupport
 
 /// The replica's part of `sinkid status`, read in one call.
 public struct ReplicaStatus: Sendable {
+    /// One root's counts from the database.
     public struct RootTotals: Sendable, Equatable {
         public var name: String
         public var files: Int
