@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <unistd.h>
 #include <linux/openat2.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include "CSystemShim.h"
 
@@ -19,13 +18,4 @@ int sinki_openat_beneath(int dirfd, const char *path, int flags, mode_t mode) {
     how.mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-}
-
-int sinki_peer_credentials(int fd, pid_t *pid, uid_t *uid) {
-    struct ucred credentials;
-    socklen_t length = sizeof credentials;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
-    *pid = credentials.pid;
-    *uid = credentials.uid;
-    return 0;
 }

@@ -1,4 +1,4 @@
-import CSystemShim
+import CSocketShim
 import Glibc
 import SinkiSupport
 

@@ -9,7 +9,4 @@ int sinki_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, cons
 /// openat2 confined to `dirfd`: no `..` escape, no symlink anywhere in `path` (ELOOP/EXDEV instead).
 /// Returns -1 with errno ENOSYS on kernels before 5.6, where callers walk components themselves.
 int sinki_openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
-/// The process id and user id of the peer of a connected Unix socket (SO_PEERCRED; struct ucred is
-/// hidden behind _GNU_SOURCE). Returns 0, or -1 with errno.
-int sinki_peer_credentials(int fd, pid_t *pid, uid_t *uid);
 #endif
