@@ -23,6 +23,8 @@ let package = Package(
         .target(name: "CCurlShim", dependencies: ["CCurl"]),
         // Linux calls the Glibc module hides (syncfs, renameat2).
         .target(name: "CSystemShim"),
+        // SO_PEERCRED's struct ucred, which the Glibc module hides (the control socket's peer check).
+        .target(name: "CSocketShim"),
         // Typed wrappers for libmicrohttpd's variadic start and connection-info calls.
         .target(name: "CMicroHTTPDShim", dependencies: ["CMicroHTTPD"]),
 
@@ -35,8 +37,9 @@ let package = Package(
         .target(name: "SinkiMerge", dependencies: ["CSystemShim", "SinkiConfig", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiConfig", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiServer", dependencies: ["CMicroHTTPD", "CMicroHTTPDShim", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
-        .target(name: "SinkiAgent", dependencies: ["SinkiConfig", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer", "SinkiWatch"], swiftSettings: strict),
-        .target(name: "SinkiCLI", dependencies: ["SinkiAgent", "SinkiConfig", "SinkiLoop", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiControl", dependencies: ["CSocketShim", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiAgent", dependencies: ["SinkiConfig", "SinkiControl", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer", "SinkiWatch"], swiftSettings: strict),
+        .target(name: "SinkiCLI", dependencies: ["SinkiAgent", "SinkiConfig", "SinkiControl", "SinkiLoop", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport"], swiftSettings: strict),
         .executableTarget(name: "sinkid", dependencies: ["SinkiCLI"], swiftSettings: strict),
 
         .target(name: "SinkiTestSupport", dependencies: ["SinkiRecord", "SinkiSupport"], path: "Tests/SinkiTestSupport", swiftSettings: strict),
@@ -50,7 +53,8 @@ let package = Package(
         .testTarget(name: "SinkiConfigTests", dependencies: ["SinkiConfig", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiServerTests", dependencies: ["SinkiServer", "SinkiRecord", "SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiAgentTests", dependencies: ["SinkiAgent", "SinkiTestSupport"], swiftSettings: strict),
-        .testTarget(name: "SinkiCLITests", dependencies: ["SinkiCLI", "SinkiTestSupport"], exclude: ["Fixtures"], swiftSettings: strict),
+        .testTarget(name: "SinkiControlTests", dependencies: ["SinkiControl", "SinkiLoop", "SinkiRecord", "SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SinkiCLITests", dependencies: ["SinkiCLI", "SinkiConfig", "SinkiControl", "SinkiRecord", "SinkiTestSupport"], exclude: ["Fixtures"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

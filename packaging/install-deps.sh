@@ -5,4 +5,4 @@ run() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 run apt-get update -qq
 run env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     pkg-config libcurl4-openssl-dev libuv1-dev libmicrohttpd-dev libsqlite3-dev zlib1g-dev libssl-dev \
-    libpq-dev curl python3 python3-venv
+    libpq-dev curl python3 python3-venv binutils

@@ -10,8 +10,8 @@ extension Agent {
     /// or on the server. On failure: one log line, then growing jittered retries.
     func pullLoop() async {
         guard let replica, let client, let sleeper else { return }
-        while !stopping {
-            if !safetyStops.isEmpty {
+        while !stopping && !control.paused {
+            if !control.safetyStops.isEmpty {
                 // Remote changes wait too: a stopped root is not what its records say it is.
                 _ = await sleeper.sleep(milliseconds: 3_600_000)
                 continue
@@ -64,6 +64,7 @@ extension Agent {
         guard let replica else { return }
         if !report.applied.isEmpty {
             logger.debug("applied \(report.applied.count) remote change(s)")
+            publishApplied(report.applied)
         }
         for root in await replica.takeRescans() {
             handleWatch({ var batch = WatchBatch(); batch.changes = [WatchBatch.Change(root: root, relative: "", recursive: true)]; return batch }())

@@ -10,7 +10,7 @@ extension Agent {
 
     /// Starts pushing queued local changes if there are any and nothing stops it.
     func pumpPush() {
-        guard caughtUp, !stopping, reachable == true, !preparingPush, pushTasks.count < Self.pushDepth else { return }
+        guard caughtUp, !stopping, !control.paused, reachable == true, !preparingPush, pushTasks.count < Self.pushDepth else { return }
         preparingPush = true
         let id = nextPushID
         nextPushID += 1
@@ -28,7 +28,7 @@ extension Agent {
         let body: [UInt8]
         do {
             batch = try await replica.nextBatch(limit: configuration.batchRecords, maxBytes: configuration.batchBytes,
-                                                excluding: inFlightPaths, excludingRoots: Set(safetyStops.keys))
+                                                excluding: inFlightPaths, excludingRoots: Set(control.safetyStops.keys))
             let records = batch.map(\.record)
             body = try await Blocking.run { ModifyRequest(records: records).jsonBytes }
         } catch {

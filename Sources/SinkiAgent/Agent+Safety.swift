@@ -8,19 +8,20 @@ extension Agent {
     /// Stops syncing a root whose folder vanished or emptied while its files are synced: nothing is
     /// pushed for it and nothing is pulled until the user confirms with `sinkid resume`.
     func safetyStop(root: Int, because reason: String) {
-        guard safetyStops[root] == nil else { return }
-        safetyStops[root] = reason
+        guard control.safetyStops[root] == nil else { return }
+        control.safetyStops[root] = reason
+        control.notifier?.status(serviceStatus)
         logger.error("safety stop on \(quoted(configuration.roots[root].path)): \(reason); nothing is deleted on other machines until you run `sinkid resume`")
     }
 
     /// The user confirmed every safety stop: what is on disk now is what they want synced.
     public func confirmSafetyStops() async {
-        guard let replica, !safetyStops.isEmpty else { return }
-        let roots = Array(safetyStops.keys)
+        guard let replica, !control.safetyStops.isEmpty else { return }
+        let roots = Array(control.safetyStops.keys)
         for root in roots {
             do {
                 try await replica.confirmSafetyStop(root: root)
-                safetyStops[root] = nil
+                control.safetyStops[root] = nil
                 logger.info("resuming \(quoted(configuration.roots[root].path)) as it is now")
                 var batch = WatchBatch()
                 batch.changes = [WatchBatch.Change(root: root, relative: "", recursive: true)]

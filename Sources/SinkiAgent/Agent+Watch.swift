@@ -10,8 +10,8 @@ extension Agent {
             safetyStop(root: root, because: "the root folder was deleted, moved away or unmounted")
         }
         var kept = batch
-        kept.changes = batch.changes.filter { safetyStops[$0.root] == nil }
-        kept.moves = batch.moves.filter { safetyStops[$0.root] == nil }
+        kept.changes = batch.changes.filter { control.safetyStops[$0.root] == nil }
+        kept.moves = batch.moves.filter { control.safetyStops[$0.root] == nil }
         kept.rootsGone = []
         pendingWatch.merge(kept)
         if !lookingAtDisk {
@@ -43,24 +43,24 @@ extension Agent {
             do {
                 var queued = 0
                 if !batch.overflow {
-                    for move in batch.moves where safetyStops[move.root] == nil {
+                    for move in batch.moves where control.safetyStops[move.root] == nil {
                         let report = try await replica.move(root: move.root, from: move.from, to: move.to, isDirectory: move.isDirectory,
                                                             progress: pushProgress)
                         queued += report.queued
                         note(report, root: move.root)
                     }
                 }
-                for (root, paths) in plain where safetyStops[root] == nil {
+                for (root, paths) in plain where control.safetyStops[root] == nil {
                     let report = try await replica.check(root: root, paths: Array(paths), progress: pushProgress)
                     queued += report.queued
                     note(report, root: root)
                 }
-                for (root, relative) in walks where safetyStops[root] == nil {
+                for (root, relative) in walks where control.safetyStops[root] == nil {
                     let report = try await replica.reconcile(root: root, under: relative, progress: pushProgress)
                     queued += report.queued
                     note(report, root: root)
                 }
-                for root in await replica.takeRescans() where safetyStops[root] == nil {
+                for root in await replica.takeRescans() where control.safetyStops[root] == nil {
                     let report = try await replica.reconcile(root: root, under: "", progress: pushProgress)
                     queued += report.queued
                     note(report, root: root)

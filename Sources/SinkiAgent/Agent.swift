@@ -57,11 +57,11 @@ public actor Agent {
     /// that arrive meanwhile are merged into the next.
     var pendingWatch = WatchBatch()
     var lookingAtDisk = false
-    /// Roots stopped for safety, with why (issue 3): nothing syncs until `sinkid resume`.
-    var safetyStops: [Int: String] = [:]
     var watchLimitWarned = false
     var unwatchedCount = 0
     var exitCode = ExitCode.success
+    /// The control socket, systemd, SIGHUP and pause (Agent+Control.swift).
+    var control = AgentControl()
 
     public init(configuration: AgentConfiguration, loop: EventLoop, logger: Logger) {
         self.configuration = configuration
@@ -94,6 +94,7 @@ public actor Agent {
         guard !stopping else { return }
         stopping = true
         logger.info("stopping")
+        controlStopping()
         watcher?.stop()
         pullTask?.cancel()
         sleeper?.wakeAll()
@@ -140,6 +141,7 @@ public actor Agent {
                 self.assumeIsolated { $0.stop() }
             })
         }
+        startControl()
     }
 
     private func makeStateDirectory() throws {
@@ -180,6 +182,7 @@ public actor Agent {
     }
 
     private func tearDown() {
+        stopControl()
         watcher?.stop()
         watcher = nil
         signals.removeAll()
@@ -200,6 +203,7 @@ public actor Agent {
             }
             let elapsed = Double(Clock.monotonic() - started) / 1e9
             logger.info("scanned \(configuration.roots.count) root(s) in \(String(format: "%.2f", elapsed)) s; \(queued) local change(s) to send")
+            scanFinished()
         } catch {
             logger.error("initial scan failed: \(error)")
             exitCode = .ioError
@@ -224,6 +228,7 @@ public actor Agent {
         if reachable == false { logger.info("server \(serverURL) reachable again") }
         reachable = true
         backoff.reset()
+        contactMade()
     }
 
     func disconnected(_ error: any Error) {
@@ -231,5 +236,6 @@ public actor Agent {
             logger.warning("server \(serverURL) unreachable: \(error); retrying with backoff")
         }
         reachable = false
+        contactLost()
     }
 }

@@ -1,5 +1,5 @@
 /// A parsed command line: positional words and `--flag value` options (repeatable ones keep all).
-struct Arguments {
+struct Arguments: Sendable {
     var positional: [String] = []
     var options: [String: [String]] = [:]
     var switches: Set<String> = []

@@ -1,22 +1,38 @@
-/// The help texts; each command's text lists every flag it takes.
+/// The help texts; each command's text lists every flag it takes (a test holds them to the
+/// command table and to the man page).
 enum Help {
-    static let overview = """
-        sinkid: keep folders in sync across machines through a sinki server.
+    static var overview: String {
+        let width = CommandCatalog.all.map(\.name.count).max() ?? 0
+        let lines = CommandCatalog.all.map { "  " + $0.name + String(repeating: " ", count: width - $0.name.count + 3) + $0.summary }
+        return """
+            sinkid: keep folders in sync across machines through a sinki server.
 
-        usage:
-          sinkid [run] --root PATH... [options]   run the agent (foreground)
-          sinkid serve --listen ADDR --data DIR    run the sync server
-          sinkid help COMMAND                      help for one command
-          sinkid --version
+            usage:
+              sinkid [run] --root PATH... [options]   run the agent (foreground)
+              sinkid serve --listen ADDR --data DIR    run the sync server
+              sinkid COMMAND [options]                 talk to the running agent
+              sinkid help COMMAND                      help for one command
+              sinkid --version
 
-        With no --server, the agent runs an embedded server on 127.0.0.1:7071 that other agents
-        can use with --server http://HOST:7071.
-        """
+            commands:
+            \(lines.joined(separator: "\n"))
+
+            With no --server, the agent runs an embedded server on 127.0.0.1:7071 that other agents
+            can use with --server http://HOST:7071. Commands that talk to an agent find it through
+            --state DIR (default $XDG_STATE_HOME/sinki or ~/.local/state/sinki). See sinkid(1).
+            """
+    }
+
+    static let stateOption = "  --state DIR          the agent's state folder (default $XDG_STATE_HOME/sinki or ~/.local/state/sinki)"
+    static let jsonOption = "  --json               print the agent's answer as JSON (errors too)"
+    static let helpOption = "  --help, -h           this text"
+    static let notRunning = "Exit status 3 when no agent runs with the state folder."
 
     static let run = """
         usage: sinkid [run] --root PATH... [options]
 
         Watches each root and keeps it in sync with the same-named root on other machines.
+        SIGTERM or SIGINT: finish the current write, save state, exit 0. SIGHUP: read the config again.
 
         options:
           --root PATH          a folder to sync (repeatable); its name is the folder's base name
@@ -27,6 +43,7 @@ enum Help {
           --token-file FILE    a file holding the bearer token for the server
           --config FILE        the config file (default $XDG_CONFIG_HOME/sinki/sinki.conf)
           --log-level LEVEL    debug, info, warning or error (default info)
+        \(helpOption)
         """
 
     static let serve = """
@@ -39,14 +56,126 @@ enum Help {
           --data DIR           where the server keeps its database (required)
           --tokens FILE        bearer tokens, one "TOKEN USER DEVICE" per line; without it, no auth
           --log-level LEVEL    debug, info, warning or error (default info)
+        \(helpOption)
         """
 
-    static func command(_ name: String) -> String? {
-        switch name {
-        case "run": return run
-        case "serve": return serve
-        case "help": return "usage: sinkid help COMMAND"
-        default: return nil
-        }
-    }
+    static let status = """
+        usage: sinkid status [--json] [--watch] [--state DIR] [--config FILE]
+
+        Shows each root (path, files and bytes, state and why), local changes the server has not
+        accepted yet, remote changes not yet applied, skipped and ignored paths, transfers, conflicts,
+        the server, the last contact with it and the last problem. With no agent running it reads the
+        state database, shows what is pending, says the agent is not running and exits 3.
+
+        options:
+          --json               one JSON document (docs/status.md)
+          --watch              redraw every second until interrupted (with --json: one document per line)
+        \(stateOption)
+          --config FILE        the config file, for root folders when no agent runs
+        \(helpOption)
+        """
+
+    static let pause = """
+        usage: sinkid pause [--state DIR] [--json]
+
+        Stops sending and applying changes until sinkid resume. Local changes are still noted and
+        queued; a batch already on its way finishes. \(notRunning)
+
+        options:
+        \(stateOption)
+        \(jsonOption)
+        \(helpOption)
+        """
+
+    static let resume = """
+        usage: sinkid resume [--state DIR] [--json]
+
+        Ends a pause, and confirms a safety stop (a root that vanished or emptied while its records
+        did not: nothing is deleted remotely until you confirm). \(notRunning)
+
+        options:
+        \(stateOption)
+        \(jsonOption)
+        \(helpOption)
+        """
+
+    static let sync = """
+        usage: sinkid sync [--state DIR] [--json]
+
+        Syncs now: looks at every root again and asks the server for changes at once instead of
+        waiting. \(notRunning)
+
+        options:
+        \(stateOption)
+        \(jsonOption)
+        \(helpOption)
+        """
+
+    static let retry = """
+        usage: sinkid retry [PATH] [--state DIR] [--json]
+
+        Sends again the changes the server refused (sinkid status lists them with the reason): all,
+        or those at or below PATH (a record path such as SaveGames/slot1). \(notRunning)
+
+        options:
+        \(stateOption)
+        \(jsonOption)
+        \(helpOption)
+        """
+
+    static let conflicts = """
+        usage: sinkid conflicts [--state DIR] [--json]
+
+        Lists the conflicts the ask merge rule left for sinkid resolve. Every other rule settles a
+        conflict when it is found. \(notRunning)
+
+        options:
+        \(stateOption)
+        \(jsonOption)
+        \(helpOption)
+        """
+
+    static let resolve = """
+        usage: sinkid resolve PATH --keep local|remote|both [--state DIR] [--json]
+
+        Settles the conflict at PATH (a record path from sinkid conflicts). \(notRunning)
+
+        options:
+          --keep SIDE          local, remote, or both (the local one kept as a conflict copy)
+        \(stateOption)
+        \(jsonOption)
+        \(helpOption)
+        """
+
+    static let watch = """
+        usage: sinkid watch PATH [--state DIR]
+
+        Prints one JSON line for each remote change the agent applies at PATH, a record path such as
+        SaveGames/player1.save; with / at the end, everything below it (SaveGames/, or / for every
+        root). Runs until interrupted or the agent stops. \(notRunning)
+
+        options:
+        \(stateOption)
+        \(helpOption)
+        """
+
+    static let completion = """
+        usage: sinkid completion bash|zsh
+
+        Prints the shell completion script (the Debian package installs both).
+
+        options:
+        \(helpOption)
+        """
+
+    static let helpCommand = """
+        usage: sinkid help [COMMAND]
+
+        Help for one command, or the list of commands.
+
+        options:
+        \(helpOption)
+        """
+
+    static func command(_ name: String) -> String? { CommandCatalog.spec(name)?.help }
 }

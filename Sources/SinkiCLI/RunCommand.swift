@@ -9,23 +9,30 @@ import Synchronization
 
 /// `sinkid [run] --root PATH...`: the agent in the foreground.
 enum RunCommand {
-    static let valued = ["root", "server", "listen", "state", "device", "token-file", "config", "log-level"]
-    static let boolean = ["help"]
-
     static func run(_ words: [String]) throws(UsageError) -> ExitCode {
-        let arguments = try Arguments(words, valued: valued, boolean: boolean)
+        let arguments = try Arguments(words, CommandCatalog.run)
         if arguments.has("help") {
             print(Help.run)
             return .success
         }
         if let extra = arguments.positional.first { throw UsageError("unexpected argument \(extra) (roots are given with --root)") }
-        let configuration = try resolve(arguments)
+        let (configuration, settings) = try resolve(arguments)
         let logger = Logger(label: "sinkid", level: configuration.logLevel)
         for warning in configuration.warnings { logger.warning(warning) }
         let loop = EventLoop()
         let agent = Agent(configuration: configuration, loop: loop, logger: logger)
         let code = Mutex(ExitCode.success)
+        // SIGHUP reads the config again with the same flags.
+        let reloader: ConfigReloader = { () throws(AgentError) -> AgentReload in
+            do throws(UsageError) {
+                let (configuration, settings) = try resolve(arguments)
+                return AgentReload(configuration: configuration, settings: settings)
+            } catch {
+                throw AgentError(error.code, error.message)
+            }
+        }
         Task {
+            await agent.prepareControl(version: SinkidCommand.version, settings: settings, reloader: reloader)
             let result = await agent.run()
             code.withLock { $0 = result }
             loop.stop()
@@ -42,8 +49,8 @@ enum RunCommand {
         return level
     }
 
-    /// The config file, flags over it, and defaults (design §1).
-    static func resolve(_ arguments: Arguments) throws(UsageError) -> AgentConfiguration {
+    /// The config file, flags over it, and defaults (design §1); also the settings they came from.
+    static func resolve(_ arguments: Arguments) throws(UsageError) -> (AgentConfiguration, ResolvedConfig) {
         let overrides = Overrides(configFile: arguments.value("config"), stateDirectory: arguments.value("state"),
                                   server: arguments.value("server"), roots: arguments.values("root"),
                                   device: arguments.value("device"), logLevel: arguments.value("log-level"),
@@ -81,7 +88,7 @@ enum RunCommand {
         configuration.warnings = resolved.warnings
         configuration.rescanSeconds = Double(config.watch.rescan.components.seconds)
         configuration.logLevel = resolved.logLevel
-        return configuration
+        return (configuration, resolved)
     }
 
     static func absolute(_ path: String) -> String {

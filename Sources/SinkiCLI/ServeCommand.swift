@@ -5,11 +5,8 @@ import SinkiSupport
 
 /// `sinkid serve`: the sync server in the foreground until SIGTERM or SIGINT.
 enum ServeCommand {
-    static let valued = ["listen", "data", "tokens", "log-level"]
-    static let boolean = ["help"]
-
     static func run(_ words: [String]) throws(UsageError) -> ExitCode {
-        let arguments = try Arguments(words, valued: valued, boolean: boolean)
+        let arguments = try Arguments(words, CommandCatalog.serve)
         if arguments.has("help") {
             print(Help.serve)
             return .success

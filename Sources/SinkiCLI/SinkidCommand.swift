@@ -5,7 +5,7 @@ import SinkiSupport
 public enum SinkidCommand {
     public static let version = "0.1.0"
 
-    static let commands = ["run", "serve", "help"]
+    static var commands: [String] { CommandCatalog.all.map(\.name) }
 
     /// Runs the command line and returns the process exit code.
     public static func main(_ arguments: [String]) -> Int32 {
@@ -33,24 +33,27 @@ public enum SinkidCommand {
         } else {
             command = "run"
         }
-        do {
+        do throws(UsageError) {
             switch command {
             case "run": return try RunCommand.run(words).rawValue
             case "serve": return try ServeCommand.run(words).rawValue
+            case "status": return try StatusCommand.run(words).rawValue
+            case "pause", "resume", "sync", "retry", "conflicts", "resolve", "watch":
+                return try ControlCommands.run(command, words).rawValue
+            case "completion": return try CompletionCommand.run(words).rawValue
             case "help":
-                guard let topic = words.first else { print(Help.overview); return 0 }
+                let arguments = try Arguments(words, CommandCatalog.help)
+                if arguments.has("help") { print(Help.helpCommand); return 0 }
+                guard let topic = arguments.positional.first else { print(Help.overview); return 0 }
                 guard let text = Help.command(topic) else { throw UsageError(unknownCommand(topic)) }
                 print(text)
                 return 0
             default:
                 throw UsageError(unknownCommand(command))
             }
-        } catch let error as UsageError {
+        } catch {
             printError(error.message)
             return error.code.rawValue
-        } catch {
-            printError("\(error)")
-            return ExitCode.software.rawValue
         }
     }
 

@@ -9,5 +9,7 @@ public enum ExitCode: Int32, Sendable {
     case software = 70
     case ioError = 74
     case temporaryFailure = 75
+    /// The agent refused a control request from another user.
+    case noPermission = 77
     case config = 78
 }

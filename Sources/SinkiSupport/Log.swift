@@ -19,49 +19,82 @@ public enum LogLevel: Int, Sendable, Comparable, CaseIterable {
     public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
+/// The last warning or error a logger wrote, for `sinkid status`.
+public struct LoggedProblem: Sendable, Equatable {
+    /// Nanoseconds since the epoch.
+    public var at: Int64
+    public var level: LogLevel
+    /// The component and message, as in the line.
+    public var message: String
+}
+
 /// One line per event on stderr, with time, level and component; colour only on a terminal.
+/// A logger and its children share one level (a reload changes them all) and one memory of the
+/// last problem logged.
 public final class Logger: Sendable {
-    private let level: Mutex<LogLevel>
+    private final class Shared: Sendable {
+        let level: Mutex<LogLevel>
+        let lastProblem = Mutex<LoggedProblem?>(nil)
+        init(level: LogLevel) { self.level = Mutex(level) }
+    }
+
+    private let shared: Shared
     private let label: String
     private let colour: Bool
     private let sink: Int32
 
     public init(label: String, level: LogLevel = .info, fd: Int32 = STDERR_FILENO) {
-        self.level = Mutex(level)
+        self.shared = Shared(level: level)
         self.label = label
         self.sink = fd
         self.colour = isatty(fd) == 1 && getenv("NO_COLOR") == nil
     }
 
-    private init(label: String, level: LogLevel, colour: Bool, sink: Int32) {
-        self.level = Mutex(level)
+    private init(label: String, shared: Shared, colour: Bool, sink: Int32) {
+        self.shared = shared
         self.label = label
         self.colour = colour
         self.sink = sink
     }
 
-    /// A logger for a sub-component, sharing this one's output.
+    /// A logger for a sub-component, sharing this one's output, level and last problem.
     public func child(_ label: String) -> Logger {
-        Logger(label: label, level: level.withLock { $0 }, colour: colour, sink: sink)
+        Logger(label: label, shared: shared, colour: colour, sink: sink)
     }
 
     public var minimumLevel: LogLevel {
-        get { level.withLock { $0 } }
+        get { shared.level.withLock { $0 } }
     }
 
-    public func setLevel(_ newLevel: LogLevel) { level.withLock { $0 = newLevel } }
+    /// Changes the level of this logger and of every logger that shares it.
+    public func setLevel(_ newLevel: LogLevel) { shared.level.withLock { $0 = newLevel } }
 
-    public func isEnabled(_ lineLevel: LogLevel) -> Bool { lineLevel >= level.withLock { $0 } }
+    public func isEnabled(_ lineLevel: LogLevel) -> Bool { lineLevel >= shared.level.withLock { $0 } }
+
+    /// The last warning or error logged through this logger or a relative, even if not written.
+    public var lastProblem: LoggedProblem? { shared.lastProblem.withLock { $0 } }
 
     public func log(_ lineLevel: LogLevel, _ message: @autoclosure () -> String) {
+        if lineLevel >= .warning {
+            let now = Clock.now()
+            let text = message()
+            shared.lastProblem.withLock { $0 = LoggedProblem(at: now, level: lineLevel, message: "\(label): \(text)") }
+            emit(lineLevel, text, at: now)
+            return
+        }
         guard isEnabled(lineLevel) else { return }
-        let stamp = Clock.iso8601(Clock.now())
+        emit(lineLevel, message(), at: Clock.now())
+    }
+
+    private func emit(_ lineLevel: LogLevel, _ message: String, at now: Int64) {
+        guard isEnabled(lineLevel) else { return }
+        let stamp = Clock.iso8601(now)
         var tag = lineLevel.name.uppercased()
         if colour {
             let code = ["2", "0", "33", "31"][lineLevel.rawValue]
             tag = "\u{1B}[\(code)m\(tag)\u{1B}[0m"
         }
-        let text = "\(stamp) \(tag) \(label): \(message())\n"
+        let text = "\(stamp) \(tag) \(label): \(message)\n"
         // One write per line keeps lines whole when several threads log at once.
         var bytes = Array(text.utf8)
         _ = bytes.withUnsafeMutableBytes { write(sink, $0.baseAddress, $0.count) }

@@ -1,0 +1,234 @@
+import Glibc
+import SinkiConfig
+import SinkiControl
+import SinkiLoop
+import SinkiRecord
+import SinkiState
+import SinkiSupport
+import SinkiWatch
+
+extension Agent {
+    /// Gives the agent what only the command line knows: its version, and how to read the config
+    /// again on SIGHUP. Call before `run()`.
+    public func prepareControl(version: String, settings: ResolvedConfig?, reloader: ConfigReloader?) {
+        control.version = version
+        control.settings = settings
+        control.reloader = reloader
+    }
+
+    /// Opens the control socket, listens for SIGHUP and finds systemd's notify socket. A control
+    /// socket that cannot be made is logged, not fatal: syncing does not need it.
+    func startControl() {
+        control.startedAt = Clock.now()
+        control.notifier = ServiceNotifier()
+        control.hangup = LoopSignal(loop: loop, signal: SIGHUP) { [unowned self] in
+            self.assumeIsolated { $0.reload() }
+        }
+        let server = ControlServer(loop: loop, stateDirectory: configuration.stateDirectory, handler: self, logger: logger.child("control"))
+        do {
+            try server.assumeIsolated { try $0.start() }
+            control.server = server
+        } catch {
+            logger.error("\(error); sinkid status and the other commands cannot reach this agent")
+        }
+    }
+
+    func stopControl() {
+        control.server?.assumeIsolated { $0.stop() }
+        control.server = nil
+        control.hangup = nil
+    }
+
+    /// The first scan is done: systemd may consider the service started.
+    func scanFinished() {
+        control.scanned = true
+        control.notifier?.ready(status: serviceStatus)
+    }
+
+    func contactMade() {
+        control.lastContact = Clock.now()
+        control.notifier?.status(serviceStatus)
+    }
+
+    func contactLost() {
+        control.notifier?.status(serviceStatus)
+    }
+
+    func controlStopping() {
+        control.notifier?.stopping()
+    }
+
+    /// Remote changes just written to disk, for `sinkid watch` clients.
+    func publishApplied(_ applied: [AppliedChange]) {
+        guard !applied.isEmpty, let server = control.server else { return }
+        let now = Clock.now()
+        let events = applied.map { WatchEvent(path: $0.path, event: $0.event.rawValue, localPath: $0.localPath, type: $0.type, at: now) }
+        server.assumeIsolated { $0.publish(events) }
+    }
+
+    /// One line for systemd's `STATUS=`.
+    var serviceStatus: String {
+        if !control.safetyStops.isEmpty { return "stopped for safety: \(control.safetyStops.values.sorted().joined(separator: "; ")); confirm with sinkid resume" }
+        if control.paused { return "paused (sinkid resume)" }
+        if !control.scanned { return "scanning" }
+        if reachable == false { return "server \(serverURL) unreachable; retrying" }
+        return "syncing \(configuration.roots.count) root(s) with \(serverURL)"
+    }
+
+    /// Stops the pull loop and starts a new one once the old one has ended (after a pause, or to
+    /// ask the server again now instead of waiting out a long-poll).
+    func restartPull() async {
+        let old = pullTask
+        old?.cancel()
+        await old?.value
+        guard control.scanned, !stopping, !control.paused, pullTask == old else { return }
+        pullTask = Task { await self.pullLoop() }
+    }
+}
+
+extension Agent: ControlHandler {
+    public func status() async -> StatusReport {
+        let facts: ReplicaStatus?
+        var problem: String?
+        do { facts = try await replica?.statusFacts(limit: PendingSummary.listed) } catch {
+            facts = nil
+            problem = "cannot read the state database: \(error)"
+        }
+        let pendingCount = facts?.pendingCount ?? 0
+        let state: SyncState
+        var reason: String?
+        if !control.safetyStops.isEmpty {
+            state = .stoppedForSafety
+            reason = control.safetyStops.values.sorted().joined(separator: "; ") + "; confirm with sinkid resume"
+        } else if control.paused {
+            state = .paused
+            reason = "sinkid pause; sinkid resume to go on"
+        } else if !control.scanned {
+            state = .scanning
+        } else if let problem {
+            state = .error
+            reason = problem
+        } else if reachable == false {
+            state = .error
+            reason = "server \(serverURL) unreachable" + (logger.lastProblem.map { ": \($0.message)" } ?? "")
+        } else if !caughtUp || pendingCount > (facts?.refusedCount ?? 0) {
+            state = .syncing
+            reason = caughtUp ? "\(pendingCount) local change(s) to send" : "reading the server's changes"
+        } else {
+            state = .upToDate
+            if let refused = facts?.refusedCount, refused > 0 { reason = "\(refused) change(s) refused by the server (sinkid retry)" }
+        }
+        var roots: [RootStatus] = []
+        for (index, root) in configuration.roots.enumerated() {
+            let totals = facts?.roots.first { $0.name == root.name }
+            var rootState = state
+            var rootReason = reason
+            if let stop = control.safetyStops[index] {
+                (rootState, rootReason) = (.stoppedForSafety, stop)
+            } else if totals?.folderMissing == true {
+                (rootState, rootReason) = (.error, "the folder \(root.path) is missing")
+            } else if state == .syncing, caughtUp, (totals?.pending ?? 0) == 0 {
+                (rootState, rootReason) = (.upToDate, nil)
+            }
+            roots.append(RootStatus(name: root.name, path: root.path, files: totals?.files ?? 0, bytes: totals?.bytes ?? 0,
+                                    state: rootState, reason: rootReason))
+        }
+        let changes = (facts?.pending ?? []).map { row in
+            PendingChange(path: row.path, kind: ChangeKind(rawValue: row.kind) ?? .modify, queuedAt: row.queuedAt,
+                          attempts: row.attempts, refused: row.lastError)
+        }
+        let lastProblem = logger.lastProblem.map { ProblemNote(at: $0.at, level: $0.level.name, message: $0.message) }
+        return StatusReport(
+            generatedAt: Clock.now(),
+            agent: AgentSummary(running: true, pid: getpid(), version: control.version, device: configuration.device,
+                                startedAt: control.startedAt, stateDirectory: configuration.stateDirectory, state: state, reason: reason),
+            server: ServerSummary(url: serverURL, embedded: configuration.serverURL == nil, reachable: reachable,
+                                  lastContact: control.lastContact, lastError: lastProblem),
+            roots: roots,
+            pending: PendingSummary(count: pendingCount, refused: facts?.refusedCount ?? 0, changes: changes),
+            remote: RemoteSummary(upToDate: caughtUp && !control.paused, position: facts?.feedToken),
+            skipped: SkippedSummary(count: facts?.skippedCount ?? 0, paths: facts?.skipped ?? []),
+            // Ignore rules come with the watcher (issue 3); nothing is ignored yet but sinkid's own temporary files.
+            ignored: 0,
+            // Large files travel inline until tus transfers land (issue 4): nothing is ever in transfer.
+            transfers: [],
+            // Only the `ask` rule leaves conflicts for `resolve` (issue 5); every other is settled at once.
+            conflicts: [])
+    }
+
+    public func pause() async -> ControlAck {
+        guard !control.paused else { return ControlAck("already paused; sinkid resume to go on") }
+        control.paused = true
+        pullTask?.cancel()
+        logger.info("paused (sinkid pause): nothing is sent or applied until sinkid resume")
+        control.notifier?.status(serviceStatus)
+        return ControlAck("paused: local changes are still noted, but nothing is sent or applied until sinkid resume")
+    }
+
+    public func resume() async -> ControlAck {
+        var done: [String] = []
+        if !control.safetyStops.isEmpty {
+            let names = control.safetyStops.keys.sorted().map { configuration.roots[$0].name }
+            await confirmSafetyStops()
+            logger.info("safety stop confirmed (sinkid resume) for \(names.joined(separator: ", "))")
+            done.append("safety stop confirmed for \(names.joined(separator: ", ")): what is there now is synced")
+        }
+        if control.paused {
+            control.paused = false
+            logger.info("resumed (sinkid resume)")
+            done.append("resumed")
+            await restartPull()
+            pumpPush()
+        }
+        control.notifier?.status(serviceStatus)
+        return ControlAck(done.isEmpty ? "not paused; nothing to resume" : done.joined(separator: "; "))
+    }
+
+    public func syncNow() async -> ControlAck {
+        guard control.scanned else { return ControlAck("the first scan is still running; changes are sent when it ends") }
+        var rescan = WatchBatch()
+        rescan.overflow = true
+        handleWatch(rescan)
+        if control.paused {
+            return ControlAck("looking at every root again; paused, so nothing is sent or applied until sinkid resume")
+        }
+        backoff.reset()
+        logger.info("sync now (sinkid sync): looking at every root and asking the server again")
+        await restartPull()
+        pumpPush()
+        return ControlAck("looking at every root again and asking \(serverURL) for changes now")
+    }
+
+    public func retry(path: String?) async throws(ControlError) -> [String] {
+        guard let replica else { throw ControlError(.unavailable, "the agent is not ready") }
+        let paths: [String]
+        do { paths = try await replica.retryRefused(under: path) } catch {
+            throw ControlError(.failed, "cannot requeue refused changes: \(error)")
+        }
+        if let path, paths.isEmpty {
+            throw ControlError(.notFound, "nothing the server refused at or below \(quoted(path)) (sinkid status lists refused changes)")
+        }
+        if !paths.isEmpty {
+            logger.info("retrying \(paths.count) refused change(s) (sinkid retry)")
+            pumpPush()
+        }
+        return paths
+    }
+
+    public func conflicts() async throws(ControlError) -> [ConflictEntry] {
+        // Every rule but `ask` (issue 5) settles a conflict when it is found; none waits here.
+        []
+    }
+
+    public func resolve(path: String, keep: ResolveChoice) async throws(ControlError) -> ControlAck {
+        throw ControlError(.notFound, "no conflict waits at \(quoted(path)); only the ask rule leaves conflicts for resolve (sinkid conflicts lists them)")
+    }
+
+    public func checkWatch(_ path: WatchPath) async throws(ControlError) {
+        guard let name = path.rootName else { return }
+        guard configuration.roots.contains(where: { $0.name == name }) else {
+            let names = configuration.roots.map(\.name).joined(separator: ", ")
+            throw ControlError(.notFound, "no root named \(quoted(name)) is synced here (roots: \(names))")
+        }
+    }
+}

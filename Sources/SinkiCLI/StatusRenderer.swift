@@ -1,0 +1,125 @@
+import SinkiControl
+import SinkiSupport
+
+/// `sinkid status` for people: sections in a fixed order, colour and progress bars only on a
+/// terminal, one fact per line otherwise (so that scripts can grep it).
+struct StatusRenderer {
+    let colour: Bool
+    var barWidth = 24
+
+    func render(_ report: StatusReport) -> String {
+        let now = report.generatedAt
+        var out: [String] = []
+        let agent = report.agent
+        if agent.running {
+            var head = "agent: " + paint(agent.state)
+            var facts: [String] = []
+            if let device = agent.device { facts.append("device \(device)") }
+            if let pid = agent.pid { facts.append("pid \(pid)") }
+            if let version = agent.version { facts.append("sinkid \(version)") }
+            if let started = agent.startedAt { facts.append("up \(Format.duration(Double(now - started) / 1e9))") }
+            if !facts.isEmpty { head += " (" + facts.joined(separator: ", ") + ")" }
+            out.append(head)
+        } else {
+            out.append("agent: " + paint(.notRunning) + " (state folder \(agent.stateDirectory))")
+        }
+        if let reason = agent.reason { out.append("  " + reason) }
+
+        let server = report.server
+        var serverLine = "server: " + (server.url ?? (server.embedded == true ? "embedded" : "unknown"))
+        if server.embedded == true && server.url != nil { serverLine += " (embedded)" }
+        switch server.reachable {
+        case true?: serverLine += ", " + tint("reachable", .green)
+        case false?: serverLine += ", " + tint("unreachable", .red)
+        case nil: break
+        }
+        out.append(serverLine)
+        if let contact = server.lastContact { out.append("  last contact: \(Format.ago(contact, now: now))") } else if agent.running {
+            out.append("  last contact: none yet")
+        }
+        if let problem = server.lastError {
+            out.append("  last problem (\(Format.ago(problem.at, now: now))): " + tint("\(problem.level): \(problem.message)", problem.level == "error" ? .red : .yellow))
+        }
+
+        out.append("roots:")
+        if report.roots.isEmpty { out.append("  none") }
+        for root in report.roots {
+            var line = "  \(root.name)  \(root.path ?? "(folder unknown)")  \(Format.plural(root.files, "file")), \(Format.bytes(root.bytes))"
+            if agent.running { line += "  " + paint(root.state) }
+            if let reason = root.reason { line += ": \(reason)" }
+            out.append(line)
+        }
+
+        let pending = report.pending
+        var pendingHead = "pending local changes: \(pending.count)"
+        if pending.refused > 0 { pendingHead += " (" + tint("\(pending.refused) refused by the server", .red) + "; sinkid retry sends them again)" }
+        out.append(pendingHead)
+        for change in pending.changes {
+            var line = "  \(change.kind.rawValue.padding(6))  \(change.path)  \(Format.ago(change.queuedAt, now: now))"
+            if let refused = change.refused { line += "  " + tint("refused: \(refused)", .red) + " (\(Format.plural(change.attempts, "attempt")))" }
+            out.append(line)
+        }
+        if pending.count > pending.changes.count { out.append("  … and \(pending.count - pending.changes.count) more") }
+
+        let remote = report.remote
+        switch remote.upToDate {
+        case true?: out.append("remote changes: all applied")
+        case false?: out.append("remote changes: " + tint(agent.state == .paused ? "not applied while paused" : "being read from the server", .yellow))
+        case nil: out.append("remote changes: not known (the agent reads them when it runs)")
+        }
+        if let position = remote.position { out.append("  feed position: \(position)") }
+
+        out.append("skipped: \(report.skipped.count)" + (report.skipped.count > 0 ? " (fifos, sockets, devices, names that are not UTF-8)" : ""))
+        for path in report.skipped.paths { out.append("  \(path)") }
+        if report.skipped.count > report.skipped.paths.count { out.append("  … and \(report.skipped.count - report.skipped.paths.count) more") }
+        out.append("ignored: \(report.ignored)")
+
+        out.append("transfers: " + (report.transfers.isEmpty ? "none" : "\(report.transfers.count)"))
+        for transfer in report.transfers { out.append("  " + render(transfer)) }
+
+        out.append("conflicts: " + (report.conflicts.isEmpty ? "none" : "\(report.conflicts.count) (sinkid resolve PATH --keep local|remote|both)"))
+        for conflict in report.conflicts {
+            out.append("  \(conflict.path)  with \(conflict.remoteDevice), \(Format.ago(conflict.detectedAt, now: now))")
+        }
+        return out.joined(separator: "\n")
+    }
+
+    /// `↑ path  [#####.....] 45%  12.0 MiB of 26.7 MiB  3.1 MiB/s  5s left` (the bar only on a terminal).
+    func render(_ transfer: TransferStatus) -> String {
+        let arrow = transfer.direction == .upload ? "↑" : "↓"
+        let fraction = transfer.total > 0 ? min(1, Double(transfer.done) / Double(transfer.total)) : 0
+        var line = "\(arrow) \(transfer.path)  "
+        if colour {
+            let filled = Int((fraction * Double(barWidth)).rounded(.down))
+            line += "[" + tint(String(repeating: "█", count: filled), .green) + String(repeating: "·", count: barWidth - filled) + "] "
+        }
+        line += "\(Int((fraction * 100).rounded(.down)))%  \(Format.bytes(transfer.done)) of \(Format.bytes(transfer.total))"
+        if let failed = transfer.failed {
+            return line + "  " + tint("failed: \(failed)", .red) + " (sinkid retry)"
+        }
+        line += "  \(Format.bytes(Int64(transfer.rate)))/s"
+        if let left = transfer.secondsLeft { line += "  \(Format.duration(left)) left" }
+        return line
+    }
+
+    enum Hue: String {
+        case green = "32", yellow = "33", red = "31"
+    }
+
+    func tint(_ text: String, _ hue: Hue) -> String {
+        colour ? "\u{1B}[\(hue.rawValue)m\(text)\u{1B}[0m" : text
+    }
+
+    func paint(_ state: SyncState) -> String {
+        switch state {
+        case .upToDate: tint(state.words, .green)
+        case .scanning, .syncing, .paused: tint(state.words, .yellow)
+        case .stoppedForSafety, .error, .notRunning: tint(state.words, .red)
+        }
+    }
+}
+
+extension String {
+    /// Padded with spaces to `width` characters.
+    func padding(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+}

@@ -1,0 +1,164 @@
+import SinkiRecord
+
+extension StatusReport {
+    /// The document of docs/status.md.
+    public var json: JSONValue {
+        .object([
+            ("schema", .int(Int64(Self.schemaVersion))),
+            ("generatedAt", .time(generatedAt)),
+            ("agent", agent.json),
+            ("server", server.json),
+            ("roots", .array(roots.map(\.json))),
+            ("pending", pending.json),
+            ("remote", remote.json),
+            ("skipped", .object([("count", .int(Int64(skipped.count))), ("paths", .array(skipped.paths.map { .string($0) }))])),
+            ("ignored", .object([("count", .int(Int64(ignored)))])),
+            ("transfers", .array(transfers.map(\.json))),
+            ("conflicts", .array(conflicts.map(\.json))),
+        ])
+    }
+
+    public init(json: JSONValue) throws(ControlError) {
+        let fields = JSONFields(json, what: "status")
+        let schema = try fields.int("schema")
+        guard schema == Int64(Self.schemaVersion) else {
+            throw ControlError(.badResponse, "status schema \(schema) is not the \(Self.schemaVersion) this sinkid reads; is the agent another version?")
+        }
+        generatedAt = try fields.time("generatedAt")
+        agent = try AgentSummary(try fields.object("agent"))
+        server = try ServerSummary(try fields.object("server"))
+        roots = []
+        for item in try fields.array("roots") { roots.append(try RootStatus(JSONFields(item, what: "status.roots[]"))) }
+        pending = try PendingSummary(try fields.object("pending"))
+        let remote = try fields.object("remote")
+        self.remote = RemoteSummary(upToDate: try remote.optionalBool("upToDate"), position: try remote.optionalString("position"))
+        let skipped = try fields.object("skipped")
+        var paths: [String] = []
+        for item in try skipped.array("paths") {
+            guard case let .string(path) = item else { throw skipped.fail("paths", "expected strings") }
+            paths.append(path)
+        }
+        self.skipped = SkippedSummary(count: Int(try skipped.int("count")), paths: paths)
+        ignored = Int(try fields.object("ignored").int("count"))
+        transfers = []
+        for item in try fields.array("transfers") { transfers.append(try TransferStatus(JSONFields(item, what: "status.transfers[]"))) }
+        conflicts = []
+        for item in try fields.array("conflicts") { conflicts.append(try ConflictEntry(JSONFields(item, what: "status.conflicts[]"))) }
+    }
+}
+
+extension SyncState {
+    init(_ fields: JSONFields, _ key: String) throws(ControlError) {
+        let text = try fields.string(key)
+        guard let state = SyncState(rawValue: text) else { throw fields.fail(key, "unknown state \(quoted(text))") }
+        self = state
+    }
+}
+
+extension AgentSummary {
+    var json: JSONValue {
+        .object([("running", .bool(running)), ("pid", .optional(pid.map(Int64.init))), ("version", .optional(version)),
+                 ("device", .optional(device)), ("startedAt", .time(startedAt)), ("stateDirectory", .string(stateDirectory)),
+                 ("state", .string(state.rawValue)), ("reason", .optional(reason))])
+    }
+
+    init(_ fields: JSONFields) throws(ControlError) {
+        self.init(running: try fields.bool("running"), pid: try fields.optionalInt("pid").map { Int32(truncatingIfNeeded: $0) },
+                  version: try fields.optionalString("version"), device: try fields.optionalString("device"),
+                  startedAt: try fields.optionalTime("startedAt"), stateDirectory: try fields.string("stateDirectory"),
+                  state: try SyncState(fields, "state"), reason: try fields.optionalString("reason"))
+    }
+}
+
+extension ServerSummary {
+    var json: JSONValue {
+        let problem: JSONValue = lastError.map {
+            .object([("at", .time($0.at)), ("level", .string($0.level)), ("message", .string($0.message))])
+        } ?? .null
+        return .object([("url", .optional(url)), ("embedded", .optional(embedded)), ("reachable", .optional(reachable)),
+                        ("lastContact", .time(lastContact)), ("lastError", problem)])
+    }
+
+    init(_ fields: JSONFields) throws(ControlError) {
+        var problem: ProblemNote?
+        if fields.has("lastError") {
+            let note = try fields.object("lastError")
+            problem = ProblemNote(at: try note.time("at"), level: try note.string("level"), message: try note.string("message"))
+        }
+        self.init(url: try fields.optionalString("url"), embedded: try fields.optionalBool("embedded"),
+                  reachable: try fields.optionalBool("reachable"), lastContact: try fields.optionalTime("lastContact"), lastError: problem)
+    }
+}
+
+extension RootStatus {
+    var json: JSONValue {
+        .object([("name", .string(name)), ("path", .optional(path)), ("files", .int(Int64(files))), ("bytes", .int(bytes)),
+                 ("state", .string(state.rawValue)), ("reason", .optional(reason))])
+    }
+
+    init(_ fields: JSONFields) throws(ControlError) {
+        self.init(name: try fields.string("name"), path: try fields.optionalString("path"), files: Int(try fields.int("files")),
+                  bytes: try fields.int("bytes"), state: try SyncState(fields, "state"), reason: try fields.optionalString("reason"))
+    }
+}
+
+extension PendingSummary {
+    var json: JSONValue {
+        .object([("count", .int(Int64(count))), ("refused", .int(Int64(refused))), ("changes", .array(changes.map(\.json)))])
+    }
+
+    init(_ fields: JSONFields) throws(ControlError) {
+        var changes: [PendingChange] = []
+        for item in try fields.array("changes") {
+            let change = JSONFields(item, what: "status.pending.changes[]")
+            let kindText = try change.string("kind")
+            guard let kind = ChangeKind(rawValue: kindText) else { throw change.fail("kind", "unknown kind \(quoted(kindText))") }
+            changes.append(PendingChange(path: try change.string("path"), kind: kind, queuedAt: try change.time("queuedAt"),
+                                         attempts: Int(try change.int("attempts")), refused: try change.optionalString("refused")))
+        }
+        self.init(count: Int(try fields.int("count")), refused: Int(try fields.int("refused")), changes: changes)
+    }
+}
+
+extension PendingChange {
+    var json: JSONValue {
+        .object([("path", .string(path)), ("kind", .string(kind.rawValue)), ("queuedAt", .time(queuedAt)),
+                 ("attempts", .int(Int64(attempts))), ("refused", .optional(refused))])
+    }
+}
+
+extension RemoteSummary {
+    var json: JSONValue { .object([("upToDate", .optional(upToDate)), ("position", .optional(position))]) }
+}
+
+extension TransferStatus {
+    var json: JSONValue {
+        .object([("path", .string(path)), ("direction", .string(direction.rawValue)), ("done", .int(done)), ("total", .int(total)),
+                 ("rate", .double(rate)), ("failed", .optional(failed))])
+    }
+
+    init(_ fields: JSONFields) throws(ControlError) {
+        let text = try fields.string("direction")
+        guard let direction = Direction(rawValue: text) else { throw fields.fail("direction", "unknown direction \(quoted(text))") }
+        self.init(path: try fields.string("path"), direction: direction, done: try fields.int("done"), total: try fields.int("total"),
+                  rate: try fields.double("rate"), failed: try fields.optionalString("failed"))
+    }
+}
+
+extension ConflictEntry {
+    /// As `conflicts` and status list it.
+    public var json: JSONValue {
+        .object([("path", .string(path)), ("remoteDevice", .string(remoteDevice)), ("detectedAt", .time(detectedAt))])
+    }
+
+    init(_ fields: JSONFields) throws(ControlError) {
+        self.init(path: try fields.string("path"), remoteDevice: try fields.string("remoteDevice"), detectedAt: try fields.time("detectedAt"))
+    }
+
+    /// Reads the result of `conflicts`: `{"conflicts": […]}`.
+    public static func list(json: JSONValue) throws(ControlError) -> [ConflictEntry] {
+        var out: [ConflictEntry] = []
+        for item in try JSONFields(json, what: "result").array("conflicts") { out.append(try ConflictEntry(JSONFields(item, what: "conflict"))) }
+        return out
+    }
+}

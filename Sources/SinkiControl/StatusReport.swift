@@ -1,0 +1,252 @@
+import SinkiRecord
+
+/// What `sinkid status` shows: one document, from a running agent or read from its state database
+/// when none runs. Its JSON form is the schema of docs/status.md (`docs/status.schema.json`).
+public struct StatusReport: Sendable, Equatable {
+    /// Raised when a field changes meaning or goes away; new fields may appear without it.
+    public static let schemaVersion = 1
+
+    public var generatedAt: Int64
+    public var agent: AgentSummary
+    public var server: ServerSummary
+    public var roots: [RootStatus]
+    public var pending: PendingSummary
+    public var remote: RemoteSummary
+    public var skipped: SkippedSummary
+    /// Paths left out by ignore rules.
+    public var ignored: Int
+    public var transfers: [TransferStatus]
+    public var conflicts: [ConflictEntry]
+
+    public init(generatedAt: Int64, agent: AgentSummary, server: ServerSummary, roots: [RootStatus] = [],
+                pending: PendingSummary = PendingSummary(), remote: RemoteSummary = RemoteSummary(),
+                skipped: SkippedSummary = SkippedSummary(), ignored: Int = 0, transfers: [TransferStatus] = [],
+                conflicts: [ConflictEntry] = []) {
+        self.generatedAt = generatedAt
+        self.agent = agent
+        self.server = server
+        self.roots = roots
+        self.pending = pending
+        self.remote = remote
+        self.skipped = skipped
+        self.ignored = ignored
+        self.transfers = transfers
+        self.conflicts = conflicts
+    }
+}
+
+/// The state of the agent or of one root, as status names it.
+public enum SyncState: String, Sendable, Equatable, CaseIterable {
+    case upToDate = "up-to-date"
+    case scanning
+    case syncing
+    case paused
+    case stoppedForSafety = "stopped-for-safety"
+    case error
+    /// No agent runs with this state folder.
+    case notRunning = "not-running"
+
+    /// As status prints it for people.
+    public var words: String {
+        switch self {
+        case .upToDate: "up to date"
+        case .scanning: "scanning"
+        case .syncing: "syncing"
+        case .paused: "paused"
+        case .stoppedForSafety: "stopped for safety"
+        case .error: "error"
+        case .notRunning: "not running"
+        }
+    }
+}
+
+/// The agent as a whole.
+public struct AgentSummary: Sendable, Equatable {
+    public var running: Bool
+    public var pid: Int32?
+    public var version: String?
+    public var device: String?
+    public var startedAt: Int64?
+    public var stateDirectory: String
+    public var state: SyncState
+    /// Why the state is what it is, when that is not obvious (paused by whom, which error).
+    public var reason: String?
+
+    public init(running: Bool, pid: Int32? = nil, version: String? = nil, device: String? = nil, startedAt: Int64? = nil,
+                stateDirectory: String, state: SyncState, reason: String? = nil) {
+        self.running = running
+        self.pid = pid
+        self.version = version
+        self.device = device
+        self.startedAt = startedAt
+        self.stateDirectory = stateDirectory
+        self.state = state
+        self.reason = reason
+    }
+}
+
+/// A warning or error the agent logged.
+public struct ProblemNote: Sendable, Equatable {
+    public var at: Int64
+    /// `warning` or `error`.
+    public var level: String
+    public var message: String
+    public init(at: Int64, level: String, message: String) {
+        self.at = at
+        self.level = level
+        self.message = message
+    }
+}
+
+/// The sync server the agent talks to.
+public struct ServerSummary: Sendable, Equatable {
+    public var url: String?
+    /// The agent runs the server itself (no `--server`).
+    public var embedded: Bool?
+    /// nil before the first contact (or with no agent running).
+    public var reachable: Bool?
+    /// The last answer from the server.
+    public var lastContact: Int64?
+    /// The last warning or error the agent logged, about the server or anything else.
+    public var lastError: ProblemNote?
+
+    public init(url: String? = nil, embedded: Bool? = nil, reachable: Bool? = nil, lastContact: Int64? = nil, lastError: ProblemNote? = nil) {
+        self.url = url
+        self.embedded = embedded
+        self.reachable = reachable
+        self.lastContact = lastContact
+        self.lastError = lastError
+    }
+}
+
+/// One synced folder.
+public struct RootStatus: Sendable, Equatable {
+    public var name: String
+    /// nil when status read the database and no config names the folder.
+    public var path: String?
+    /// Files (not directories) present, and their bytes, as the database last saw them.
+    public var files: Int
+    public var bytes: Int64
+    public var state: SyncState
+    public var reason: String?
+
+    public init(name: String, path: String?, files: Int, bytes: Int64, state: SyncState, reason: String? = nil) {
+        self.name = name
+        self.path = path
+        self.files = files
+        self.bytes = bytes
+        self.state = state
+        self.reason = reason
+    }
+}
+
+/// What kind of local change waits.
+public enum ChangeKind: String, Sendable, Equatable, CaseIterable {
+    /// A path the server has never had from this agent.
+    case create
+    case modify
+    case delete
+}
+
+/// One local change the server has not accepted yet.
+public struct PendingChange: Sendable, Equatable {
+    public var path: String
+    public var kind: ChangeKind
+    public var queuedAt: Int64
+    public var attempts: Int
+    /// Why the server refused it; it then waits for `sinkid retry`.
+    public var refused: String?
+
+    public init(path: String, kind: ChangeKind, queuedAt: Int64, attempts: Int = 0, refused: String? = nil) {
+        self.path = path
+        self.kind = kind
+        self.queuedAt = queuedAt
+        self.attempts = attempts
+        self.refused = refused
+    }
+}
+
+/// Local changes not yet accepted by the server.
+public struct PendingSummary: Sendable, Equatable {
+    /// Every waiting change, refused ones included.
+    public var count: Int
+    /// Of those, the ones the server refused.
+    public var refused: Int
+    /// Oldest first, at most `PendingSummary.listed`; refused ones first of all.
+    public var changes: [PendingChange]
+
+    /// How many changes a report lists (the counts cover all).
+    public static let listed = 100
+
+    public init(count: Int = 0, refused: Int = 0, changes: [PendingChange] = []) {
+        self.count = count
+        self.refused = refused
+        self.changes = changes
+    }
+}
+
+/// Changes on the server not yet applied here.
+public struct RemoteSummary: Sendable, Equatable {
+    /// The change feed has been read to its end and applied (nil: not known, no agent running).
+    public var upToDate: Bool?
+    /// The feed position applied, as the server's token (`<store id>.<change tag>`).
+    public var position: String?
+
+    public init(upToDate: Bool? = nil, position: String? = nil) {
+        self.upToDate = upToDate
+        self.position = position
+    }
+}
+
+/// Local entries that cannot be synced (names that are not UTF-8, fifos, sockets, devices).
+public struct SkippedSummary: Sendable, Equatable {
+    public var count: Int
+    /// Record paths as far as they can be written, at most `PendingSummary.listed`.
+    public var paths: [String]
+    public init(count: Int = 0, paths: [String] = []) {
+        self.count = count
+        self.paths = paths
+    }
+}
+
+/// A file on its way up or down.
+public struct TransferStatus: Sendable, Equatable {
+    /// Which way the bytes go.
+    public enum Direction: String, Sendable, Equatable { case upload, download }
+    public var path: String
+    public var direction: Direction
+    public var done: Int64
+    public var total: Int64
+    /// Bytes per second over the last few seconds.
+    public var rate: Double
+    /// Why it failed, after the last attempt (then it waits for `sinkid retry`).
+    public var failed: String?
+
+    public init(path: String, direction: Direction, done: Int64, total: Int64, rate: Double, failed: String? = nil) {
+        self.path = path
+        self.direction = direction
+        self.done = done
+        self.total = total
+        self.rate = rate
+        self.failed = failed
+    }
+
+    /// Seconds left at the current rate; nil when not moving.
+    public var secondsLeft: Double? {
+        guard failed == nil, rate > 0, total >= done else { return nil }
+        return Double(total - done) / rate
+    }
+}
+
+/// A conflict left for `sinkid resolve` by the `ask` rule.
+public struct ConflictEntry: Sendable, Equatable {
+    public var path: String
+    /// The device whose version met ours.
+    public var remoteDevice: String
+    public var detectedAt: Int64
+    public init(path: String, remoteDevice: String, detectedAt: Int64) {
+        self.path = path
+        self.remoteDevice = remoteDevice
+        self.detectedAt = detectedAt
+    }
+}

@@ -1,0 +1,300 @@
+import Foundation
+import SinkiRecord
+import SinkiTestSupport
+import Testing
+
+/// `sinkid status` and the control commands against real agents, a real server and real files.
+@Suite(.serialized) struct ControlTests {
+    static let schema = try! JSONSchema(file: repositoryRoot() + "/docs/status.schema.json")
+
+    func status(_ cluster: Cluster, _ agent: String) throws -> (JSONValue, Int32) {
+        let run = try sinkid(["status", "--json", "--state", cluster.directory.child(agent) + "/state"], in: cluster.directory)
+        let json = try run.json()
+        #expect(Self.schema.problems(json) == [], "status --json breaks docs/status.schema.json")
+        return (json, run.code)
+    }
+
+    static func paths(_ json: JSONValue) -> [String: String] {
+        var out: [String: String] = [:]
+        if case let .array(changes)? = json["pending"]?["changes"] {
+            for change in changes { if case let .string(path)? = change["path"], case let .string(kind)? = change["kind"] { out[path] = kind } }
+        }
+        return out
+    }
+
+    @Test func statusListsChangesQueuedWhileTheServerIsDownThenReadsThemFromTheDatabase() async throws {
+        let cluster = Cluster("sinki-status")
+        try cluster.startServer()
+        try cluster.startAgent("a")
+        let root = cluster.root("a")
+        try put(root + "/kept.save", "synced before the server went away")
+        try put(root + "/gone.save", "to be deleted")
+        try await waitUntil("the first files on the server") {
+            let (json, _) = try status(cluster, "a")
+            guard case let .array(roots)? = json["roots"] else { return false }
+            return json["pending"]?["count"] == .int(0) && roots.first?["files"] == .int(2)
+        }
+        cluster.stopServer()
+        try put(root + "/new.save", "written while the server is down")
+        try put(root + "/kept.save", "edited while the server is down")
+        try FileManager.default.removeItem(atPath: root + "/gone.save")
+        var json = JSONValue.null
+        try await waitUntil("three pending changes", timeout: 10) {
+            (json, _) = try status(cluster, "a")
+            return Self.paths(json) == ["SaveGames/new.save": "create", "SaveGames/kept.save": "modify", "SaveGames/gone.save": "delete"]
+        }
+        #expect(json["agent"]?["running"] == .bool(true))
+        #expect(json["pending"]?["count"] == .int(3))
+        try await waitUntil("the server to count as unreachable", timeout: 10) {
+            (json, _) = try status(cluster, "a")
+            return json["server"]?["reachable"] == .bool(false)
+        }
+        #expect(json["agent"]?["state"] == .string("error"))
+        #expect(json["server"]?["lastContact"] != .null)
+        if case let .string(message)? = json["server"]?["lastError"]?["message"] { #expect(message.contains("unreachable")) } else {
+            Issue.record("no last error: \(json)")
+        }
+        let text = try sinkid(["status", "--state", cluster.directory.child("a") + "/state"], in: cluster.directory)
+        #expect(text.code == 0)
+        for line in ["agent: error", "pending local changes: 3", "create  SaveGames/new.save", "delete  SaveGames/gone.save", "unreachable"] {
+            #expect(text.output.contains(line), "status does not show \(line):\n\(text.output)")
+        }
+        #expect(!text.output.contains("\u{1B}["), "colour on a pipe")
+
+        // With the agent stopped, status reads the same from the database and exits 3.
+        cluster.stopAgent("a")
+        let (offline, code) = try status(cluster, "a")
+        #expect(code == 3)
+        #expect(offline["agent"]?["running"] == .bool(false))
+        #expect(offline["agent"]?["state"] == .string("not-running"))
+        #expect(Self.paths(offline) == Self.paths(json))
+        let offlineText = try sinkid(["status", "--state", cluster.directory.child("a") + "/state"], in: cluster.directory)
+        #expect(offlineText.code == 3)
+        #expect(offlineText.output.contains("agent: not running") && offlineText.output.contains("pending local changes: 3"))
+        #expect(offlineText.output.contains("SaveGames/new.save"))
+    }
+
+    @Test func statusOfAStateFolderNoAgentEverUsed() throws {
+        let directory = TemporaryDirectory("sinki-status-empty")
+        let run = try sinkid(["status", "--json", "--state", directory.child("never")], in: directory)
+        #expect(run.code == 3)
+        let json = try run.json()
+        #expect(Self.schema.problems(json) == [])
+        #expect(json["pending"]?["count"] == .int(0))
+        #expect(!FileManager.default.fileExists(atPath: directory.child("never")), "status created the state folder")
+        let pause = try sinkid(["pause", "--state", directory.child("never")], in: directory)
+        #expect(pause.code == 3)
+        #expect(pause.errors.contains("no agent runs with the state folder"))
+    }
+
+    @Test func theControlSocketIsTheOwnersAndAnotherUserIsRefused() async throws {
+        let cluster = Cluster("sinki-perm")
+        try cluster.startServer()
+        let agent = try cluster.startAgent("a")
+        let state = cluster.directory.child("a") + "/state"
+        var info = stat()
+        #expect(lstat(state + "/control.sock", &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o600)
+        #expect(info.st_uid == getuid())
+
+        let nobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        // The file's mode alone keeps another user out.
+        for folder in [cluster.directory.path, cluster.directory.child("a"), state] { chmod(folder, 0o755) }
+        let blocked = try sinkid(["pause", "--state", state], in: cluster.directory, prefix: nobody)
+        #expect(blocked.code != 0)
+        #expect(blocked.errors.contains("Permission denied"), "\(blocked.errors)")
+        // With the mode opened up, the agent itself refuses the peer by its uid (SO_PEERCRED).
+        chmod(state + "/control.sock", 0o666)
+        let refused = try sinkid(["pause", "--json", "--state", state], in: cluster.directory, prefix: nobody)
+        #expect(refused.code == 77)
+        #expect(try refused.json()["error"]?["code"] == .string("forbidden"))
+        #expect(agent.errors.contains("refused a control connection from uid 65534"))
+        let (json, code) = try status(cluster, "a")
+        #expect(code == 0 && json["agent"]?["state"] != .string("paused"), "the refused pause took effect")
+    }
+
+    @Test func pauseHoldsChangesBothWaysAndResumeLetsThemGo() async throws {
+        let cluster = Cluster("sinki-pause")
+        try cluster.startServer()
+        try cluster.startAgent("a")
+        let b = try cluster.startAgent("b")
+        let stateB = cluster.directory.child("b") + "/state"
+        let paused = try sinkid(["pause", "--state", stateB], in: cluster.directory)
+        #expect(paused.code == 0 && paused.output.contains("paused"))
+        #expect(try sinkid(["pause", "--state", stateB], in: cluster.directory).output.contains("already paused"))
+        let logMark = b.errors.count
+
+        try put(cluster.root("a") + "/from-a.save", "made on a while b is paused")
+        try put(cluster.root("b") + "/from-b.save", "made on b while paused")
+        try await waitUntil("a's change on the server") { cluster.agent("a")!.errors.contains("pushed 1 change(s)") }
+        try await waitUntil("b's change queued") { Self.paths(try status(cluster, "b").0) == ["SaveGames/from-b.save": "create"] }
+        let (json, _) = try status(cluster, "b")
+        #expect(json["agent"]?["state"] == .string("paused"))
+        #expect(json["remote"]?["upToDate"] == .bool(false))
+        let sync = try sinkid(["sync", "--state", stateB], in: cluster.directory)
+        #expect(sync.output.contains("paused, so nothing is sent or applied"))
+        // b asked the server nothing and sent nothing since the pause.
+        let since = b.errors.dropFirst(logMark).split(separator: "\n")
+        #expect(!since.contains { $0.contains("/v1/changes?") && $0.contains(": 200,") }, "b pulled while paused:\n\(since)")
+        #expect(!since.contains { $0.contains("POST ") }, "b pushed while paused")
+        #expect(!FileManager.default.fileExists(atPath: cluster.root("b") + "/from-a.save"))
+
+        let resumed = try sinkid(["resume", "--json", "--state", stateB], in: cluster.directory)
+        #expect(try resumed.json()["message"] == .string("resumed"))
+        try await cluster.waitForConvergence("a", "b", timeout: 5) { $0.entries.count == 2 }
+        #expect(try sinkid(["resume", "--state", stateB], in: cluster.directory).output.contains("not paused"))
+        try await waitUntil("b up to date") { try status(cluster, "b").0["agent"]?["state"] == .string("up-to-date") }
+    }
+
+    @Test func syncNowAsksTheServerAgainAtOnce() async throws {
+        let cluster = Cluster("sinki-sync")
+        try cluster.startServer()
+        let a = try cluster.startAgent("a")
+        try await waitUntil("a's long-poll") { a.errors.contains("up to date with") }
+        let mark = a.errors.count
+        let run = try sinkid(["sync", "--state", cluster.directory.child("a") + "/state"], in: cluster.directory)
+        #expect(run.code == 0 && run.output.contains("asking http://127.0.0.1:"))
+        try await waitUntil("the rescan and the end of the waiting long-poll") {
+            let since = a.errors.dropFirst(mark)
+            return since.contains("sync now") && since.contains("walk ") && since.contains("transfer cancelled")
+        }
+        // The pull loop runs again: a's own change comes back to it through a new long-poll.
+        let afterSync = a.errors.count
+        try put(cluster.root("a") + "/after-sync.save", "still syncing")
+        try await waitUntil("the change pushed and seen in the feed") {
+            let since = a.errors.dropFirst(afterSync).split(separator: "\n")
+            return since.contains { $0.contains("pushed 1 change(s)") } && since.contains { $0.contains("/v1/changes?") && $0.contains(": 200,") }
+        }
+    }
+
+    @Test func aChangeTheServerRefusesWaitsForRetry() async throws {
+        let cluster = Cluster("sinki-retry")
+        try cluster.startServer()
+        let a = try cluster.startAgent("a")
+        let state = cluster.directory.child("a") + "/state"
+        // Over the server's 64 MiB inline limit: refused as too large (until tus carries it).
+        try put(cluster.root("a") + "/huge.bin", size: 65 << 20)
+        var change = JSONValue.null
+        try await waitUntil("the refusal", timeout: 20) {
+            let json = try status(cluster, "a").0
+            guard case let .array(changes)? = json["pending"]?["changes"], let first = changes.first else { return false }
+            change = first
+            return json["pending"]?["refused"] == .int(1) && first["refused"] != .null
+        }
+        #expect(change["path"] == .string("SaveGames/huge.bin"))
+        #expect(change["attempts"] == .int(1))
+        if case let .string(reason)? = change["refused"] { #expect(reason.contains("too-large")) }
+        let text = try sinkid(["status", "--state", state], in: cluster.directory)
+        #expect(text.output.contains("1 refused by the server"))
+
+        let nothing = try sinkid(["retry", "SaveGames/other", "--state", state], in: cluster.directory)
+        #expect(nothing.code == 65 && nothing.errors.contains("nothing the server refused"))
+        let retry = try sinkid(["retry", "--state", state], in: cluster.directory)
+        #expect(retry.code == 0 && retry.output.contains("sending 1 refused change(s) again: SaveGames/huge.bin"))
+        try await waitUntil("the second attempt", timeout: 20) {
+            let json = try status(cluster, "a").0
+            guard case let .array(changes)? = json["pending"]?["changes"] else { return false }
+            return changes.first?["attempts"] == .int(2) && changes.first?["refused"] != .null
+        }
+        #expect(a.errors.components(separatedBy: "server refused \"SaveGames/huge.bin\"").count == 3)
+    }
+
+    @Test func watchPrintsEachRemoteChangeUnderItsPath() async throws {
+        let cluster = Cluster("sinki-watch")
+        try cluster.startServer()
+        try cluster.startAgent("a")
+        try cluster.startAgent("b")
+        let state = cluster.directory.child("b") + "/state"
+        let bad = try sinkid(["watch", "Elsewhere/", "--state", state], in: cluster.directory)
+        #expect(bad.code == 65 && bad.errors.contains("no root named \"Elsewhere\""))
+        #expect(try sinkid(["watch", "SaveGames", "--state", state], in: cluster.directory).code == 64)
+        let watcher = try ChildProcess(sinkidExecutable(), ["watch", "SaveGames/slot/", "--state", state],
+                                       logDirectory: cluster.directory.path, label: "watch")
+        defer { watcher.stop() }
+        try await waitUntil("the watch to be registered") { cluster.agent("b")!.errors.contains("watch SaveGames/slot/ for pid \(watcher.pid)") }
+        try put(cluster.root("a") + "/outside.save", "not watched")
+        try FileManager.default.createDirectory(atPath: cluster.root("a") + "/slot", withIntermediateDirectories: true)
+        try put(cluster.root("a") + "/slot/one.save", "watched")
+        try await waitUntil("the event line", timeout: 5) { watcher.output.contains("SaveGames/slot/one.save") }
+        try FileManager.default.removeItem(atPath: cluster.root("a") + "/slot/one.save")
+        try await waitUntil("the delete line", timeout: 5) { watcher.output.contains("\"deleted\"") }
+        let lines = watcher.output.split(separator: "\n").map { try? JSONValue.parse(Array($0.utf8)) }
+        #expect(lines.count == 2, "\(watcher.output)")
+        #expect(lines.first??["event"] == .string("changed"))
+        #expect(lines.first??["localPath"] == .string(cluster.root("b").replacingOccurrences(of: "//", with: "/") + "/slot/one.save"))
+        #expect(!watcher.output.contains("outside.save"))
+    }
+
+    @Test func statusWatchRedrawsEverySecond() async throws {
+        let cluster = Cluster("sinki-status-watch")
+        try cluster.startServer()
+        try cluster.startAgent("a")
+        let watcher = try ChildProcess(sinkidExecutable(), ["status", "--watch", "--json", "--state", cluster.directory.child("a") + "/state"],
+                                       logDirectory: cluster.directory.path, label: "status-watch")
+        try await waitUntil("three reports", timeout: 10) { watcher.output.split(separator: "\n").count >= 3 }
+        watcher.stop()
+        for line in watcher.output.split(separator: "\n") {
+            #expect(Self.schema.problems(try JSONValue.parse(Array(line.utf8))) == [])
+        }
+    }
+
+    @Test func systemdHearsReadyStatusAndStopping() async throws {
+        let cluster = Cluster("sinki-notify")
+        try cluster.startServer()
+        let listener = try NotifyListener(cluster.directory.child("notify"))
+        let agent = try ChildProcess(sinkidExecutable(), ["--root", cluster.root("a"), "--server", cluster.serverURL,
+                                                          "--state", cluster.directory.child("a") + "/state"],
+                                     environment: ["NOTIFY_SOCKET": cluster.directory.child("notify")],
+                                     logDirectory: cluster.directory.path, label: "agent-notify")
+        let ready = try listener.receive()
+        #expect(ready.hasPrefix("READY=1\nSTATUS="), "\(ready)")
+        #expect(agent.errors.contains("scanned "), "READY before the first scan")
+        _ = try sinkid(["pause", "--state", cluster.directory.child("a") + "/state"], in: cluster.directory)
+        #expect(try listener.receive() == "STATUS=paused (sinkid resume)")
+        agent.signal(SIGHUP)
+        #expect(try listener.receive() == "RELOADING=1")
+        #expect(try listener.receive() == "READY=1\nSTATUS=paused (sinkid resume)")
+        #expect(agent.stop() == 0)
+        #expect(try listener.receive() == "STOPPING=1\nSTATUS=stopping")
+    }
+}
+
+/// Writes a file in place (no temporary name beside it, which the agent would sync too until the
+/// watcher hides editors' temporary files, issue 3); `size` makes a sparse file of zeros.
+func put(_ path: String, _ text: String = "", size: Int = 0) throws {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    defer { close(fd) }
+    var bytes = Array(text.utf8)
+    guard bytes.withUnsafeMutableBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count, ftruncate(fd, off_t(max(size, bytes.count))) == 0 else {
+        throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+    }
+}
+
+/// A bound datagram socket standing in for systemd's notify socket.
+final class NotifyListener {
+    let fd: Int32
+
+    init(_ path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in for (i, byte) in path.utf8.enumerated() { raw[i] = byte } }
+        let status = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard status == 0 else { throw POSIXError(.EADDRINUSE) }
+        var timeout = timeval(tv_sec: 15, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(fd) }
+
+    /// The next datagram, waiting up to 15 s.
+    func receive() throws -> String {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let got = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        guard got >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        return String(decoding: buffer[..<got], as: UTF8.self)
+    }
+}

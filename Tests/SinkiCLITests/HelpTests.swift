@@ -1,0 +1,63 @@
+import Foundation
+import SinkiCLI
+import SinkiTestSupport
+import Testing
+
+/// `sinkid help`, `help COMMAND` and `--help` on every command; unknown flags and commands name
+/// the nearest known one.
+@Suite struct HelpTests {
+    @Test(arguments: CommandCatalog.all.map(\.name))
+    func everyCommandHasHelpListingEveryFlag(_ name: String) throws {
+        let directory = TemporaryDirectory("sinki-help")
+        let spec = try #require(CommandCatalog.spec(name))
+        let viaHelp = try sinkid(["help", name], in: directory)
+        let viaFlag = try sinkid([name, "--help"], in: directory)
+        #expect(viaHelp.code == 0 && viaFlag.code == 0)
+        #expect(viaHelp.output == viaFlag.output)
+        #expect(viaHelp.output.hasPrefix("usage: sinkid"))
+        for flag in spec.flags { #expect(viaHelp.output.contains(flag), "sinkid help \(name) does not mention \(flag)") }
+        let short = try sinkid([name, "-h"], in: directory)
+        #expect(short.code == 0 && short.output == viaHelp.output)
+    }
+
+    @Test(arguments: CommandCatalog.all.map(\.name))
+    func anUnknownFlagNamesTheNearestOne(_ name: String) throws {
+        let directory = TemporaryDirectory("sinki-help")
+        let spec = try #require(CommandCatalog.spec(name))
+        let flag = spec.valued.first ?? spec.boolean.first!
+        // One letter dropped from a real flag.
+        let typo = "--" + flag.dropLast()
+        let run = try sinkid([name, typo], in: directory)
+        #expect(run.code == 64)
+        #expect(run.errors.contains("unknown option \(typo)") && run.errors.contains("did you mean --"), "\(run.errors)")
+    }
+
+    @Test func theOverviewListsEveryCommand() throws {
+        let directory = TemporaryDirectory("sinki-help")
+        let overview = try sinkid(["help"], in: directory)
+        #expect(overview.code == 0)
+        for spec in CommandCatalog.all { #expect(overview.output.contains("\n  \(spec.name) "), "the overview misses \(spec.name)") }
+        #expect(try sinkid(["--help"], in: directory).output == overview.output)
+        let unknown = try sinkid(["stauts"], in: directory)
+        #expect(unknown.code == 64 && unknown.errors.contains("unknown command stauts; did you mean status?"))
+        let unknownTopic = try sinkid(["help", "pasue"], in: directory)
+        #expect(unknownTopic.code == 64 && unknownTopic.errors.contains("did you mean pause?"))
+        let version = try sinkid(["--version"], in: directory)
+        #expect(version.output == "sinkid \(SinkidCommand.version)\n")
+    }
+
+    @Test func completionScriptsParse() throws {
+        let directory = TemporaryDirectory("sinki-help")
+        let bash = try sinkid(["completion", "bash"], in: directory)
+        #expect(bash.code == 0 && bash.output.contains("complete -F _sinkid sinkid"))
+        try put(directory.child("sinkid.bash"), bash.output)
+        let check = try ChildProcess("/bin/bash", ["-n", directory.child("sinkid.bash")], logDirectory: directory.path, label: "bash-n")
+        #expect(check.waitForExit() == 0, "\(check.errors)")
+        let zsh = try sinkid(["completion", "zsh"], in: directory)
+        #expect(zsh.code == 0 && zsh.output.hasPrefix("#compdef sinkid"))
+        for spec in CommandCatalog.all {
+            for flag in spec.flags { #expect(bash.output.contains(flag) && zsh.output.contains(flag), "completion misses \(spec.name) \(flag)") }
+        }
+        #expect(try sinkid(["completion", "fish"], in: directory).code == 64)
+    }
+}
