@@ -36,7 +36,7 @@ let package = Package(
         .target(name: "SinkiConfig", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiServer", dependencies: ["CMicroHTTPD", "CMicroHTTPDShim", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiAgent", dependencies: ["SinkiConfig", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer", "SinkiWatch"], swiftSettings: strict),
-        .target(name: "SinkiCLI", dependencies: ["SinkiAgent", "SinkiConfig", "SinkiLoop", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiCLI", dependencies: ["SinkiAgent", "SinkiConfig", "SinkiLoop", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer"], swiftSettings: strict),
         .executableTarget(name: "sinkid", dependencies: ["SinkiCLI"], swiftSettings: strict),
 
         .target(name: "SinkiTestSupport", dependencies: ["SinkiSupport"], path: "Tests/SinkiTestSupport", swiftSettings: strict),

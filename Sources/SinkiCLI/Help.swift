@@ -6,6 +6,7 @@ enum Help {
         usage:
           sinkid [run] --root PATH... [options]   run the agent (foreground)
           sinkid serve --listen ADDR --data DIR    run the sync server
+          sinkid upload FILE --to URL              upload one file to a tus server
           sinkid help COMMAND                      help for one command
           sinkid --version
 
@@ -41,10 +42,37 @@ enum Help {
           --log-level LEVEL    debug, info, warning or error (default info)
         """
 
+    static let upload = """
+        usage: sinkid upload FILE --to URL [--header 'Name: value']... [--metadata key=value]... [--state DIR]
+
+        Uploads FILE to the tus 1.0.0 endpoint URL (any tus server; for sinki, http://HOST:PORT/v1/uploads/)
+        and prints the upload's URL. Run again after an interruption, it goes on where the upload stands:
+        the file's identity (path, size, mtime, inode), the endpoint and the upload URL are kept in
+        state.db in the state folder before the first byte is sent. Only what the server offers in its
+        OPTIONS answer is used (checksums, concatenation).
+
+        options:
+          --to URL             the tus endpoint where uploads are created (required)
+          --header 'N: V'      a header sent with every request (repeatable)
+          --metadata K=V       an Upload-Metadata pair (repeatable; filename and filetype are sent by default)
+          --state DIR          state folder (default $XDG_STATE_HOME/sinki or ~/.local/state/sinki)
+          --token-file FILE    send the token in FILE as Authorization: Bearer
+          --chunk-size SIZE    bytes per PATCH (default 16MiB)
+          --parallel N         partial uploads at once for files above 4 chunks, when offered (default 4)
+          --attempts N         failures in a row before giving up (default 10; retries wait 0, 1, 3, 5, 10, then 30 s)
+          --max-rate RATE      bytes per second, e.g. 10MiB/s (default unlimited)
+          --no-checksum        send no Upload-Checksum even when offered
+          --log-level LEVEL    debug, info, warning or error (default info)
+
+        exit codes: 0 uploaded, 64 usage, 65 the file or the server refused the data, 69 the server is
+        out of reach, 74 the file or the state database cannot be read or written, 75 try again later.
+        """
+
     static func command(_ name: String) -> String? {
         switch name {
         case "run": return run
         case "serve": return serve
+        case "upload": return upload
         case "help": return "usage: sinkid help COMMAND"
         default: return nil
         }

@@ -5,7 +5,7 @@ import SinkiSupport
 public enum SinkidCommand {
     public static let version = "0.1.0"
 
-    static let commands = ["run", "serve", "help"]
+    static let commands = ["run", "serve", "upload", "help"]
 
     /// Runs the command line and returns the process exit code.
     public static func main(_ arguments: [String]) -> Int32 {
@@ -37,6 +37,7 @@ public enum SinkidCommand {
             switch command {
             case "run": return try RunCommand.run(words).rawValue
             case "serve": return try ServeCommand.run(words).rawValue
+            case "upload": return try UploadCommand.run(words).rawValue
             case "help":
                 guard let topic = words.first else { print(Help.overview); return 0 }
                 guard let text = Help.command(topic) else { throw UsageError(unknownCommand(topic)) }
