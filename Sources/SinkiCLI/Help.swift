@@ -31,14 +31,17 @@ enum Help {
         """
 
     static let serve = """
-        usage: sinkid serve --listen ADDR --data DIR [--tokens FILE] [--log-level LEVEL]
+        usage: sinkid serve --listen ADDR --data DIR [--tokens FILE] [--max-upload-size SIZE] [--upload-expiry TIME]
+                            [--log-level LEVEL]
 
-        Runs the sync server: records in SQLite under DIR.
+        Runs the sync server: records in SQLite under DIR, tus uploads (/v1/uploads/) in DIR/uploads.
 
         options:
           --listen ADDR        address and port, e.g. 0.0.0.0:7071 or [::1]:7071 (default 127.0.0.1:7071)
           --data DIR           where the server keeps its database (required)
           --tokens FILE        bearer tokens, one "TOKEN USER DEVICE" per line; without it, no auth
+          --max-upload-size SIZE   the largest tus upload (Tus-Max-Size; default 64GiB)
+          --upload-expiry TIME     unfinished uploads are removed this long after their last PATCH (default 24h)
           --log-level LEVEL    debug, info, warning or error (default info)
         """
 
@@ -58,7 +61,8 @@ enum Help {
           --state DIR          state folder (default $XDG_STATE_HOME/sinki or ~/.local/state/sinki)
           --token-file FILE    send the token in FILE as Authorization: Bearer
           --chunk-size SIZE    bytes per PATCH (default 16MiB)
-          --parallel N         partial uploads at once for files above 4 chunks, when offered (default 4)
+          --parallel N         partial uploads at once for files above 4 chunks, joined by concatenation
+                               when offered (default 1: helps on long, fat links, not on a LAN)
           --attempts N         failures in a row before giving up (default 10; retries wait 0, 1, 3, 5, 10, then 30 s)
           --max-rate RATE      bytes per second, e.g. 10MiB/s (default unlimited)
           --no-checksum        send no Upload-Checksum even when offered

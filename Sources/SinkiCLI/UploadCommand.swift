@@ -92,7 +92,7 @@ enum UploadCommand {
         }
         if let text = arguments.value("parallel") {
             guard let count = Int(text), (1...64).contains(count) else { throw UsageError("--parallel must be a number from 1 to 64") }
-            options.parallel = count
+            options.partsPerFile = count
         }
         if let text = arguments.value("attempts") {
             guard let count = Int(text), count >= 1 else { throw UsageError("--attempts must be a number from 1 up") }

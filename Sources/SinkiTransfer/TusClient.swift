@@ -166,8 +166,8 @@ public final class TusClient {
         let size = run.size
         let chunk = max(1, options.chunkSize)
         var count = 1
-        if run.capabilities.offers("concatenation"), options.parallel > 1, size > 4 * chunk {
-            count = Int(min(Int64(options.parallel), (size + chunk - 1) / chunk))
+        if run.capabilities.offers("concatenation"), options.partsPerFile > 1, size > 4 * chunk {
+            count = Int(min(Int64(options.partsPerFile), (size + chunk - 1) / chunk))
         }
         guard run.capabilities.offers("creation") else {
             throw .protocolViolation(url: server.endpoint, detail: "the server does not offer creation, and there is no upload to resume")

@@ -35,8 +35,10 @@ public struct TusServer: Sendable {
 public struct TusOptions: Sendable {
     /// Bytes per PATCH.
     public var chunkSize: Int64 = 16 << 20
-    /// Partial uploads at once for a file above 4 chunks, when the server offers concatenation; 1: never.
-    public var parallel = 4
+    /// Partial uploads at once for a file above 4 chunks, when the server offers concatenation; 1 (the
+    /// default): one upload per file. Parts help where one TCP stream cannot fill the link (long, fat
+    /// paths); on a LAN or loopback one stream is as fast, and joining the parts costs the server a copy.
+    public var partsPerFile = 1
     /// Failures in a row before giving up (a chunk that goes through starts the count again).
     public var attempts = 10
     /// Seconds to wait before each retry; past the end, the last one again. Not meant to be changed, but

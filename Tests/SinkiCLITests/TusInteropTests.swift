@@ -101,7 +101,7 @@ import Testing
         let data = Data(randomData(6_000_000))
         try data.write(to: URL(fileURLWithPath: file))
         let upload = try ChildProcess(sinkidExecutable(), ["upload", file, "--to", "http://127.0.0.1:\(port)/files/", "--state", cluster.directory.child("state"),
-                                                           "--chunk-size", "256KiB", "--max-rate", "3MiB/s", "--log-level", "debug"],
+                                                           "--chunk-size", "256KiB", "--parallel", "4", "--max-rate", "3MiB/s", "--log-level", "debug"],
                                       logDirectory: cluster.directory.path, label: "upload")
         try await waitUntil("part of the file to arrive", timeout: 30) { Self.bytesOnTuspyserver(files) > 1_000_000 }
         // The connection is cut: the server dies mid-upload and comes back on the same port and files.

@@ -46,7 +46,7 @@ import Testing
         let file = try server.file("resume.bin", randomBytes(2_000_000))
         var options = TusOptions()
         options.chunkSize = 256 << 10
-        options.parallel = 1
+        options.partsPerFile = 1
         options.computeSHA256 = true
         let runner = TusRunner(loop: thread.loop, endpoint: server.endpoint, options: options)
         // The process "stops" after three chunks: the state save fails and ends the upload.
@@ -85,7 +85,7 @@ import Testing
         let file = try server.file("big.bin", randomBytes(3_000_000))
         var options = TusOptions()
         options.chunkSize = 256 << 10
-        options.parallel = 3
+        options.partsPerFile = 3
         let runner = TusRunner(loop: thread.loop, endpoint: server.endpoint, options: options)
         let log = StateLog(uploads: server.uploads)
         let result = try await runner.upload(file.path, log: log)
@@ -105,7 +105,7 @@ import Testing
         let file = try server.file("restart.bin", randomBytes(1_500_000))
         var options = TusOptions()
         options.chunkSize = 128 << 10
-        options.parallel = 1
+        options.partsPerFile = 1
         options.retryDelays = [0, 0.2, 0.5]
         options.maxRate = 1_000_000
         let runner = TusRunner(loop: thread.loop, endpoint: server.endpoint, options: options)

@@ -88,7 +88,7 @@ final class HTTPServer: Sendable {
             let flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
                 | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue
             let daemon = sinki_mhd_start(
-                flags, socket, UInt32(max(1, threads)), UInt32(max(0, connectionTimeout)), 64 * 1024,
+                flags, socket, UInt32(max(1, threads)), UInt32(max(0, connectionTimeout)), 512 * 1024,
                 { cls, connection, url, method, _, upload, uploadSize, context in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
                     return server.handle(Connection(raw: connection!), url: url, method: method, upload: upload,

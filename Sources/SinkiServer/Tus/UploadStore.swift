@@ -444,14 +444,17 @@ final class ChunkWriter: BodySink {
             if let newLength { info.length = newLength }
             info.touchedAt = Clock.now()
             state.hashedUpTo = info.offset
+            // A finished upload may become an asset: durable before the answer. A partial one is copied
+            // into its final upload, which is made durable then.
+            let durable = info.isFinished && info.concat != .partial
             if info.isFinished {
                 info.sha256 = state.digest?.finishHex() ?? ""
                 state.digest = nil
                 state.hashedUpTo = 0
-                try file.sync()
+                if durable { try file.sync() }
             }
             do {
-                try store.persist(info, durable: info.isFinished)
+                try store.persist(info, durable: durable)
             } catch {
                 // The info on disk still says the old offset: so must the data file.
                 ftruncate(file.raw, off_t(start))
