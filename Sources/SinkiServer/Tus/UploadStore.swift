@@ -78,8 +78,7 @@ final class UploadStore: Sendable {
         let now = Clock.now()
         let info = UploadInfo(id: RandomID.hex(bytes: 16), user: user, length: length, metadata: metadata,
                               createdAt: now, touchedAt: now, concat: concat)
-        let data = try FileDescriptor.open(dataPath(info.id), flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
-        _ = data
+        _ = try FileDescriptor.open(dataPath(info.id), flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
         let upload = Upload(info: info)
         do {
             try persist(info, durable: info.isFinished)
@@ -307,8 +306,6 @@ final class UploadStore: Sendable {
         }
         return next
     }
-
-    fileprivate func touched() { sweeper.wake() }
 }
 
 /// How the server keeps tus uploads.
@@ -431,7 +428,7 @@ final class ChunkWriter: BodySink {
 
     private func keep() throws -> UploadInfo {
         ended = true
-        defer { store.touched() }
+        // A PATCH only moves the upload's expiry later: the sweep need not wake for it.
         return try upload.state.withLock { (state: inout Upload.State) throws -> UploadInfo in
             defer {
                 state.busy = false
