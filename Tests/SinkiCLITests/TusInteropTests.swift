@@ -46,7 +46,7 @@ import Testing
         #expect(offset == 3_000_000)
         #expect(url.hasPrefix(cluster.serverURL + "/v1/uploads/"))
         #expect(Self.storedOnSinki(cluster, url) == data)
-        if checksum { #expect(cluster.server?.errors.contains("460") == false) }
+        if checksum { #expect(cluster.server?.errors.contains("checksum-mismatch") == false) }
     }
 
     @Test(arguments: [false, true])
@@ -104,8 +104,12 @@ import Testing
                                                            "--chunk-size", "256KiB", "--parallel", "4", "--max-rate", "3MiB/s", "--log-level", "debug"],
                                       logDirectory: cluster.directory.path, label: "upload")
         try await waitUntil("part of the file to arrive", timeout: 30) { Self.bytesOnTuspyserver(files) > 1_000_000 }
-        // The connection is cut: the server dies mid-upload and comes back on the same port and files.
-        server.kill9()
+        // The connection is cut: the server stops mid-upload and comes back on the same port and files.
+        // SIGTERM, not SIGKILL: tuspyserver appends each chunk to its file and counts it afterwards, so a
+        // server killed mid-chunk keeps bytes its offset does not count, and the resumed chunk lands after
+        // them. That is its flaw, invisible over the protocol; uvicorn's graceful stop finishes the chunk in
+        // hand and then closes the connection.
+        server.stop()
         #expect(Self.bytesOnTuspyserver(files) < 6_000_000)
         server = try Self.startTuspyserver(port: port, directory: files, in: cluster, label: "tuspyserver-2")
         defer { server.stop() }

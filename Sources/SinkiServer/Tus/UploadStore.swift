@@ -21,7 +21,7 @@ import Synchronization
 /// finished upload's data and info are fsynced before the request that finished it is answered, so an
 /// asset a record names is durable. The sweep removes an unfinished (or partial) upload's bytes
 /// `expiry` after its last PATCH and marks it expired (410); the info goes after another `expiry`
-/// (404 from then on). Finished uploads stay.
+/// (`forgetAfterSeconds`; 404 from then on). Finished uploads stay.
 ///
 /// Every upload's state is in memory too (loaded at start, so the sweep knows its deadlines). A
 /// request that writes takes the upload's `busy` flag: one writer at a time, others answer 423.
@@ -280,18 +280,19 @@ final class UploadStore: Sendable {
     @discardableResult
     func sweep(now: Int64) -> Int64? {
         let expiry = settings.expiryNanoseconds
+        let forget = settings.forgetNanoseconds
         var next: Int64?
         let all = uploads.withLock { Array($0.values) }
         for upload in all {
             let deadline: Int64? = upload.state.withLock { state in
                 if state.busy { return now + expiry }
                 if state.info.expired {
-                    if state.info.touchedAt + 2 * expiry <= now {
+                    if state.info.touchedAt + expiry + forget <= now {
                         unlink(infoPath(upload.id))
                         uploads.withLock { _ = $0.removeValue(forKey: upload.id) }
                         return nil
                     }
-                    return state.info.touchedAt + 2 * expiry
+                    return state.info.touchedAt + expiry + forget
                 }
                 guard state.info.canExpire else { return nil }
                 guard state.info.touchedAt + expiry <= now else { return state.info.touchedAt + expiry }
@@ -300,7 +301,7 @@ final class UploadStore: Sendable {
                 state.digest = nil
                 do { try persist(state.info, durable: false) } catch { logger.warning("sweep: \(error)") }
                 logger.info("upload \(upload.id) expired unfinished at \(state.info.offset) bytes")
-                return state.info.touchedAt + 2 * expiry
+                return state.info.touchedAt + expiry + forget
             }
             if let deadline { next = min(next ?? deadline, deadline) }
         }
@@ -314,10 +315,14 @@ public struct UploadSettings: Sendable, Equatable {
     public var maxSize: Int64 = 64 << 30
     /// An unfinished upload is removed this many seconds after its last PATCH.
     public var expirySeconds: Double = 24 * 3600
+    /// How long an expired upload still answers 410 before its id is forgotten (404); nil: `expirySeconds`.
+    /// Not meant to be changed, but changeable for tests.
+    public var forgetAfterSeconds: Double?
 
     public init() {}
 
     var expiryNanoseconds: Int64 { Int64(expirySeconds * 1e9) }
+    var forgetNanoseconds: Int64 { Int64((forgetAfterSeconds ?? expirySeconds) * 1e9) }
 }
 
 /// One upload: its info and, while a request writes it, the `busy` flag and the running hash.
