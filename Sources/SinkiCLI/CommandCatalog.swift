@@ -26,7 +26,7 @@ public enum CommandCatalog {
         valued: ["root", "server", "listen", "state", "device", "token-file", "config", "log-level"], boolean: ["help"],
         operands: .none, help: Help.run)
     public static let serve = CommandSpec(
-        name: "serve", summary: "run the sync server", valued: ["listen", "data", "tokens", "log-level"], boolean: ["help"],
+        name: "serve", summary: "run the sync server", valued: ["listen", "data", "tokens", "log-level", "max-upload-size", "upload-expiry"], boolean: ["help"],
         operands: .none, help: Help.serve)
     public static let status = CommandSpec(
         name: "status", summary: "what is pending, moving and in conflict", valued: ["state", "config"],
@@ -52,13 +52,17 @@ public enum CommandCatalog {
     public static let watch = CommandSpec(
         name: "watch", summary: "print remote changes applied under a path", valued: ["state"], boolean: ["help"],
         operands: .path, help: Help.watch)
+    public static let upload = CommandSpec(
+        name: "upload", summary: "upload one file to a tus server (resumable)",
+        valued: ["to", "header", "metadata", "state", "token-file", "chunk-size", "parallel", "attempts", "max-rate", "log-level"],
+        boolean: ["help", "no-checksum"], operands: .path, help: Help.upload)
     public static let completion = CommandSpec(
         name: "completion", summary: "print the bash or zsh completion script", valued: [], boolean: ["help"],
         operands: .none, help: Help.completion)
     public static let help = CommandSpec(
         name: "help", summary: "help for a command", valued: [], boolean: ["help"], operands: .command, help: Help.helpCommand)
 
-    public static let all = [run, serve, status, pause, resume, sync, retry, conflicts, resolve, watch, completion, help]
+    public static let all = [run, serve, upload, status, pause, resume, sync, retry, conflicts, resolve, watch, completion, help]
 
     public static func spec(_ name: String) -> CommandSpec? { all.first { $0.name == name } }
 }

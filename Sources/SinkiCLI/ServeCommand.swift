@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SinkiConfig
 import SinkiServer
 import SinkiSupport
 
@@ -20,6 +21,17 @@ enum ServeCommand {
             do { configuration.tokens = try TokenFile.load(path: tokens) } catch {
                 throw UsageError("\(error)", code: .config)
             }
+        }
+        if let text = arguments.value("max-upload-size") {
+            guard let size = ConfigValues.size(text), size > 0 else { throw UsageError("--max-upload-size \(text) is not a size such as 64GiB") }
+            configuration.uploads.maxSize = size
+        }
+        if let text = arguments.value("upload-expiry") {
+            guard let duration = ConfigValues.duration(text), duration > .zero else {
+                throw UsageError("--upload-expiry \(text) is not a duration such as 24h")
+            }
+            let (seconds, attoseconds) = duration.components
+            configuration.uploads.expirySeconds = Double(seconds) + Double(attoseconds) / 1e18
         }
         // Signals are taken synchronously below; every server thread inherits the blocked mask.
         var set = sigset_t()

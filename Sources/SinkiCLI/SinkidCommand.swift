@@ -41,6 +41,7 @@ public enum SinkidCommand {
             case "pause", "resume", "sync", "retry", "conflicts", "resolve", "watch":
                 return try ControlCommands.run(command, words).rawValue
             case "completion": return try CompletionCommand.run(words).rawValue
+            case "upload": return try UploadCommand.run(words).rawValue
             case "help":
                 let arguments = try Arguments(words, CommandCatalog.help)
                 if arguments.has("help") { print(Help.helpCommand); return 0 }

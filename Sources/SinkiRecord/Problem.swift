@@ -83,6 +83,14 @@ public struct ProblemKind: Sendable, Equatable {
     public static let tooLarge = ProblemKind(code: "too-large", title: "The request body is too large", status: 413)
     public static let unsupportedMediaType = ProblemKind(code: "unsupported-media-type", title: "The content type is not accepted here", status: 415)
     public static let moveSourceGone = ProblemKind(code: "move-source-gone", title: "A move's source record is gone or holds other content; send the content", status: 409)
+    // tus (docs/protocol.md, "Uploads"):
+    public static let uploadFinal = ProblemKind(code: "upload-final", title: "A final (concatenated) upload takes no PATCH", status: 403)
+    public static let offsetMismatch = ProblemKind(code: "offset-mismatch", title: "Upload-Offset is not where the upload stands", status: 409)
+    public static let uploadExpired = ProblemKind(code: "upload-expired", title: "The upload expired unfinished", status: 410)
+    public static let tusVersion = ProblemKind(code: "tus-version", title: "Tus-Resumable is missing or names a version this server does not speak", status: 412)
+    public static let rangeNotSatisfiable = ProblemKind(code: "range-not-satisfiable", title: "The range lies outside the asset", status: 416)
+    public static let uploadLocked = ProblemKind(code: "upload-locked", title: "Another request is writing this upload", status: 423)
+    public static let checksumMismatch = ProblemKind(code: "checksum-mismatch", title: "The chunk does not match its Upload-Checksum", status: 460)
     public static let internalError = ProblemKind(code: "internal", title: "The server failed", status: 500)
     public static let unavailable = ProblemKind(code: "unavailable", title: "The server is shutting down or overloaded", status: 503)
 }

@@ -37,6 +37,8 @@ public struct ServerConfiguration: Sendable {
     public var connectionTimeoutSeconds: Int
     /// How long `stop()` waits for parked long-polls to be answered before it closes them.
     public var stopGraceSeconds: Double
+    /// tus uploads (`uploads/` in the data folder): the largest size and the expiry of unfinished ones.
+    public var uploads: UploadSettings
 
     public init(listen: String = "127.0.0.1:7071", dataDirectory: String, threads: Int = 4,
                 tokens: [String: ServerIdentity]? = nil) {
@@ -47,6 +49,7 @@ public struct ServerConfiguration: Sendable {
         limits = ServerLimits()
         connectionTimeoutSeconds = 120
         stopGraceSeconds = 5
+        uploads = UploadSettings()
     }
 }
 
@@ -62,7 +65,7 @@ public final class SyncServer: Sendable {
 
     private enum Phase {
         case ready
-        case running(HTTPServer, port: Int)
+        case running(HTTPServer, UploadStore, port: Int)
         case stopped
     }
 
@@ -97,6 +100,8 @@ public final class SyncServer: Sendable {
             let listener = try Listener.bind(configuration.listen)
             // libmicrohttpd serves on a duplicate; this one is always ours to close.
             defer { close(listener.socket) }
+            let uploads = try UploadStore(directory: configuration.dataDirectory + "/uploads", settings: configuration.uploads,
+                                          logger: logger)
             let hub: WaiterHub
             do {
                 hub = try WaiterHub(logger: logger)
@@ -105,10 +110,21 @@ public final class SyncServer: Sendable {
             }
             var router = Router()
             let limits = configuration.limits
-            router.add("POST", "/v1/records/modify", ModifyRoute(store: store, hub: hub, limits: limits))
+            router.add("POST", "/v1/records/modify", ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads))
             router.add("GET", "/v1/changes", ChangesRoute(store: store, limits: limits))
             router.add("GET", "/v1/records", LookupRoute(store: store, limits: limits))
-            let http = HTTPServer(router: router, authenticator: Authenticator(tokens: configuration.tokens), hub: hub, logger: logger)
+            let options = TusOptionsRoute(settings: configuration.uploads)
+            for path in [TusEndpoint.path, String(TusEndpoint.path.dropLast())] {
+                router.add("OPTIONS", path, options)
+                router.add("POST", path, TusCreateRoute(store: uploads))
+            }
+            router.addPrefix("HEAD", TusEndpoint.path, TusHeadRoute(store: uploads))
+            router.addPrefix("PATCH", TusEndpoint.path, TusPatchRoute(store: uploads))
+            router.addPrefix("DELETE", TusEndpoint.path, TusDeleteRoute(store: uploads))
+            router.addPrefix("OPTIONS", TusEndpoint.path, options)
+            router.addPrefix("GET", "/v1/assets/", AssetRoute(store: uploads))
+            let http = HTTPServer(router: router, authenticator: Authenticator(tokens: configuration.tokens), hub: hub, logger: logger,
+                                  methodOverridePrefixes: [String(TusEndpoint.path.dropLast())])
             do throws(ServerError) {
                 try http.start(listenSocket: listener.socket, threads: configuration.threads,
                                connectionTimeout: configuration.connectionTimeoutSeconds, address: configuration.listen)
@@ -116,7 +132,8 @@ public final class SyncServer: Sendable {
                 hub.shutdown()
                 throw error
             }
-            phase = .running(http, port: listener.port)
+            uploads.startSweeping()
+            phase = .running(http, uploads, port: listener.port)
             logger.info("serving on \(configuration.listen) (port \(listener.port)), store \(store.storeID), "
                         + "\(configuration.threads) threads, \(configuration.tokens == nil ? "no tokens" : "\(configuration.tokens!.count) tokens")")
         }
@@ -125,7 +142,7 @@ public final class SyncServer: Sendable {
     /// The port the server listens on; 0 before `start()`.
     public var boundPort: Int {
         phase.withLock { phase in
-            if case let .running(_, port) = phase { return port }
+            if case let .running(_, _, port) = phase { return port }
             return 0
         }
     }
@@ -133,18 +150,27 @@ public final class SyncServer: Sendable {
     /// Answers every waiting long-poll, stops serving (requests in hand finish first) and closes the
     /// store. Idempotent.
     public func stop() {
-        let http = phase.withLock { phase -> HTTPServer? in
+        let running = phase.withLock { phase -> (HTTPServer, UploadStore)? in
             defer { phase = .stopped }
             switch phase {
-            case let .running(http, _): return http
+            case let .running(http, uploads, _): return (http, uploads)
             case .ready: store.close(); return nil
             case .stopped: return nil
             }
         }
-        guard let http else { return }
+        guard let (http, uploads) = running else { return }
+        uploads.stopSweeping()
         http.stop(grace: configuration.stopGraceSeconds)
         store.close()
         logger.info("stopped serving on \(configuration.listen)")
+    }
+
+    /// For tests: the upload store while running.
+    var uploadStore: UploadStore? {
+        phase.withLock { phase in
+            if case let .running(_, uploads, _) = phase { return uploads }
+            return nil
+        }
     }
 
     // For tests: what the server holds right now.
@@ -153,7 +179,7 @@ public final class SyncServer: Sendable {
 
     private var running: HTTPServer? {
         phase.withLock { phase in
-            if case let .running(http, _) = phase { return http }
+            if case let .running(http, _, _) = phase { return http }
             return nil
         }
     }

@@ -21,7 +21,17 @@ public final class Digest {
         EVP_DigestInit_ex(context, algorithm.md, nil)
     }
 
+    private init(copying other: Digest) {
+        guard let context = EVP_MD_CTX_new() else { fatalError("bug: EVP_MD_CTX_new failed (out of memory)") }
+        EVP_MD_CTX_copy_ex(context, other.context)
+        self.context = context
+        algorithm = other.algorithm
+    }
+
     deinit { EVP_MD_CTX_free(context) }
+
+    /// An independent hasher in the same state: feed it bytes that may yet be taken back.
+    public func copy() -> Digest { Digest(copying: self) }
 
     public func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }

@@ -30,6 +30,7 @@ final class EasyHandle {
     private var headers: [(String, String)] = []
 
     private let progress: ((Int64, Int64) -> Void)?
+    private let tap: HTTPTap?
     private var lastProgress: (Int64, Int64) = (-1, -1)
 
     /// Set by a callback that aborts the transfer; takes precedence over libcurl's own result code.
@@ -63,10 +64,11 @@ final class EasyHandle {
     }
 
     init(request: HTTPRequest, sink: HTTPResponseSink, settings: Settings,
-         progress: ((Int64, Int64) -> Void)?) throws(TransferError) {
+         progress: ((Int64, Int64) -> Void)?, tap: HTTPTap? = nil) throws(TransferError) {
         method = request.method.uppercased()
         url = request.url
         self.progress = progress
+        self.tap = tap
 
         // Validate and open everything before allocating the libcurl handle.
         for (name, value) in request.headers where name.isEmpty || Self.breaksLine(name) || Self.breaksLine(value) {
@@ -318,6 +320,7 @@ final class EasyHandle {
                 failure = .bodyShrank(path: file.path, expected: bodyLength)
                 return Int(CURL_READFUNC_ABORT)
             }
+            tap?.sent?(offset + bodyPosition, UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
             bodyPosition += Int64(got)
             return got
         }
@@ -362,6 +365,7 @@ final class EasyHandle {
             }
             received.append(contentsOf: data)
         case .file(let file):
+            tap?.received?(writePosition, data)
             var done = 0
             while done < data.count {
                 let wrote = pwrite(file.raw, data.baseAddress! + done, data.count - done, off_t(writePosition))

@@ -52,12 +52,13 @@ public final class HTTPClient {
     /// the global pool and the rest of the call would stay there. Closures below capture `isolation`
     /// so that they are isolated to it (SE-0420).
     public func send(_ request: HTTPRequest, sink: HTTPResponseSink = .memory(limit: 512 << 20),
-                     progress: ((Int64, Int64) -> Void)? = nil,
+                     progress: ((Int64, Int64) -> Void)? = nil, tap: HTTPTap? = nil,
                      isolation: isolated (any Actor)? = #isolation) async throws(TransferError) -> HTTPResponse {
         loop.checkIsolated()
         if Task.isCancelled { throw .cancelled }
-        let settings = EasyHandle.Settings(userAgent: userAgent, maxSendRate: maxSendRate, maxReceiveRate: maxReceiveRate)
-        let easy = try EasyHandle(request: request, sink: sink, settings: settings, progress: progress)
+        let settings = EasyHandle.Settings(userAgent: userAgent, maxSendRate: request.maxRate ?? maxSendRate,
+                                           maxReceiveRate: request.maxRate ?? maxReceiveRate)
+        let easy = try EasyHandle(request: request, sink: sink, settings: settings, progress: progress, tap: tap)
         let multi = self.multi
         let canceller = Canceller(loop: loop, multi: multi, easy: easy)
         let result = await withTaskCancellationHandler {

@@ -15,9 +15,13 @@ public struct HTTPRequest: Sendable {
     /// Gives up when fewer than one byte per second moved for this many seconds; 0: never. For uploads
     /// and downloads, not for long-polls, which are silent by design.
     public var stallTimeout: Double
+    /// Bytes per second for this transfer, both ways, instead of the client's `maxSendRate` and
+    /// `maxReceiveRate` (parallel parts of one upload share one limit); nil: the client's.
+    public var maxRate: Int64?
 
     public init(method: String = "GET", url: String, headers: [(String, String)] = [], body: HTTPBody = .none,
-                bearerToken: String? = nil, timeout: Double = 0, connectTimeout: Double = 10, stallTimeout: Double = 0) {
+                bearerToken: String? = nil, timeout: Double = 0, connectTimeout: Double = 10, stallTimeout: Double = 0,
+                maxRate: Int64? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
@@ -26,6 +30,7 @@ public struct HTTPRequest: Sendable {
         self.timeout = timeout
         self.connectTimeout = connectTimeout
         self.stallTimeout = stallTimeout
+        self.maxRate = maxRate
     }
 }
 
@@ -80,4 +85,17 @@ public struct HTTPResponse: Sendable {
     }
 
     public var isSuccess: Bool { (200..<300).contains(status) }
+}
+
+/// Sees the bytes a transfer moves, with their offsets in the file, on the loop: a file body's as libcurl
+/// reads them (a resend after a rewind reads some again), a file download's as they are written. For
+/// hashing while the bytes stream, without a second read of the file.
+public struct HTTPTap {
+    public var sent: ((Int64, UnsafeRawBufferPointer) -> Void)?
+    public var received: ((Int64, UnsafeRawBufferPointer) -> Void)?
+
+    public init(sent: ((Int64, UnsafeRawBufferPointer) -> Void)? = nil, received: ((Int64, UnsafeRawBufferPointer) -> Void)? = nil) {
+        self.sent = sent
+        self.received = received
+    }
 }

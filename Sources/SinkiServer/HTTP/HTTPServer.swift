@@ -21,6 +21,8 @@ final class RequestContext {
     /// The answer owed once the client has finished sending (a body over its limit, a refusing sink).
     var refusal: (any Error)?
     var refusalHeaders: [(String, String)] = []
+    /// The route's `commonHeaders`, once routed.
+    var routeHeaders: [(String, String)] = []
     /// Set while the request is parked in the waiter hub.
     var longPoll: LongPoll?
     let wakeSlot = WaiterHub.WakeSlot()
@@ -37,6 +39,8 @@ final class RequestContext {
 final class HTTPServer: Sendable {
     private let router: Router
     private let authenticator: Authenticator
+    /// Paths below which `X-HTTP-Method-Override` replaces the request's method (tus asks for it).
+    private let methodOverridePrefixes: [String]
     let hub: WaiterHub
     private let logger: Logger
     private let running = Mutex<Running?>(nil)
@@ -53,8 +57,9 @@ final class HTTPServer: Sendable {
         let logTarget: UnsafeMutablePointer<sinki_mhd_logger>
     }
 
-    init(router: Router, authenticator: Authenticator, hub: WaiterHub, logger: Logger) {
+    init(router: Router, authenticator: Authenticator, hub: WaiterHub, logger: Logger, methodOverridePrefixes: [String] = []) {
         self.router = router
+        self.methodOverridePrefixes = methodOverridePrefixes
         self.authenticator = authenticator
         self.hub = hub
         self.logger = logger
@@ -83,7 +88,7 @@ final class HTTPServer: Sendable {
             let flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
                 | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue
             let daemon = sinki_mhd_start(
-                flags, socket, UInt32(max(1, threads)), UInt32(max(0, connectionTimeout)), 64 * 1024,
+                flags, socket, UInt32(max(1, threads)), UInt32(max(0, connectionTimeout)), 512 * 1024,
                 { cls, connection, url, method, _, upload, uploadSize, context in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
                     return server.handle(Connection(raw: connection!), url: url, method: method, upload: upload,
@@ -155,6 +160,7 @@ final class HTTPServer: Sendable {
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
         liveRequests.subtract(1, ordering: .relaxed)
         if context.countedAsParked { parkedRequests.leave() }
+        if case let .stream(sink) = context.policy { sink.abandon() }
         if termination != .REQUEST_TERMINATED_COMPLETED_OK, logger.isEnabled(.debug) {
             logger.debug("\(context.method) \(context.path) ended early (\(Self.describe(termination))) request \(context.requestID)")
         }
@@ -181,6 +187,10 @@ final class HTTPServer: Sendable {
             let detail = authorization == nil ? "send Authorization: Bearer TOKEN" : "the bearer token is not one this server knows"
             return refuse(context, connection, Problem(.unauthorized, detail: detail))
         }
+        if let override = connection.header("X-HTTP-Method-Override"), !override.isEmpty,
+           methodOverridePrefixes.contains(where: { context.path.hasPrefix($0) }) {
+            context.method = override.uppercased()
+        }
         let route: any Route
         let parameter: String
         switch router.match(method: context.method, path: context.path) {
@@ -196,6 +206,7 @@ final class HTTPServer: Sendable {
         }
         let request = Request(method: context.method, path: context.path, pathParameter: parameter,
                               requestID: context.requestID, identity: identity, connection: connection)
+        context.routeHeaders = route.commonHeaders
         do {
             context.policy = try route.begin(request)
         } catch {
@@ -257,6 +268,7 @@ final class HTTPServer: Sendable {
         context.route = nil
         request.body = context.body
         context.body = []
+        if case let .stream(sink) = context.policy { request.sink = sink }
         do {
             switch try route.respond(to: request) {
             case let .response(response): return answer(context, connection, response)
@@ -307,8 +319,12 @@ final class HTTPServer: Sendable {
     private func answer(_ context: RequestContext, _ connection: Connection, error: any Error,
                         headers: [(String, String)] = []) -> MHD_Result {
         var problem: Problem
+        var headers = headers
         if let known = error as? Problem {
             problem = known
+        } else if let known = error as? RouteError {
+            problem = known.problem
+            headers += known.headers
         } else {
             problem = Problem(.internalError, detail: "the server failed; its log has request \(context.requestID)")
             logger.error("\(context.method) \(context.path) request \(context.requestID) failed: \(error)")
@@ -335,6 +351,9 @@ final class HTTPServer: Sendable {
             made = bytes.withUnsafeBytes { buffer in
                 MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
             }
+        case let .file(fd, offset, length):
+            made = MHD_create_response_from_fd_at_offset64(UInt64(length), fd, UInt64(offset))
+            if made == nil { close(fd) }
         case let .bytes(bytes):
             let pinned = Unmanaged.passRetained(PinnedBytes(bytes))
             made = MHD_create_response_from_buffer_with_free_callback_cls(
@@ -349,6 +368,7 @@ final class HTTPServer: Sendable {
         defer { MHD_destroy_response(made) }
         _ = MHD_add_response_header(made, "X-Request-Id", context.requestID)
         if let type = response.contentType { _ = MHD_add_response_header(made, "Content-Type", type) }
+        for (name, value) in context.routeHeaders { _ = MHD_add_response_header(made, name, value) }
         for (name, value) in response.headers { _ = MHD_add_response_header(made, name, value) }
         if logger.isEnabled(.debug) {
             let milliseconds = Double(Clock.monotonic() - context.started) / 1_000_000

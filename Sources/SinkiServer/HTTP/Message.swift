@@ -59,6 +59,8 @@ struct Request {
     let identity: ServerIdentity
     let connection: Connection
     var body: [UInt8] = []
+    /// The sink the body streamed into (`BodyPolicy.stream`), for `respond`.
+    var sink: (any BodySink)?
 
     func header(_ name: String) -> String? { connection.header(name) }
 
@@ -87,8 +89,9 @@ struct Request {
 /// What a response carries.
 enum ResponseBody {
     case bytes([UInt8])
-    // Later, for `GET /v1/assets/ID`: `.file(FileDescriptor, offset: Int64, length: Int64)` answered with
-    // MHD_create_response_from_fd_at_offset64, so ranges stream from disk without passing through memory.
+    /// `length` bytes of an open file from `offset`, sent by libmicrohttpd straight from the descriptor
+    /// (sendfile), which it owns and closes from here on.
+    case file(fd: Int32, offset: Int64, length: Int64)
 }
 
 struct Response {
@@ -103,11 +106,26 @@ struct Response {
 }
 
 /// Takes a request body chunk by chunk as it arrives, for routes that must not hold it in memory
-/// (tus `PATCH /v1/uploads/ID`, later).
+/// (tus `PATCH /v1/uploads/ID`).
 protocol BodySink: AnyObject {
     /// Takes the next chunk. Throwing (a `Problem`, typically) refuses the rest of the body; the
     /// request is answered with that problem once the client has finished sending.
     func write(_ chunk: UnsafeRawBufferPointer) throws
+    /// The request ended before the route answered it (the client hung up, a timeout, the server
+    /// stopping). Called once libmicrohttpd is done with the request, after a `respond` too, so it
+    /// must do nothing when the route already settled the body.
+    func abandon()
+}
+
+/// An error answered with extra headers (`412` with `Tus-Version`, `416` with `Content-Range`).
+struct RouteError: Error {
+    var problem: Problem
+    var headers: [(String, String)]
+
+    init(_ problem: Problem, headers: [(String, String)]) {
+        self.problem = problem
+        self.headers = headers
+    }
 }
 
 /// How a route takes its request body, decided when the headers arrive.
@@ -146,8 +164,11 @@ protocol Route: Sendable {
     func begin(_ request: Request) throws -> BodyPolicy
     /// The body is in (buffered or streamed): answer.
     func respond(to request: Request) throws -> Reply
+    /// Headers sent with every answer of this route, errors included (tus: `Tus-Resumable`).
+    var commonHeaders: [(String, String)] { get }
 }
 
 extension Route {
     func begin(_ request: Request) throws -> BodyPolicy { .none }
+    var commonHeaders: [(String, String)] { [] }
 }

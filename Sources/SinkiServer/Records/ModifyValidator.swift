@@ -8,6 +8,9 @@ struct ModifyValidator: Sendable {
     /// Largest inflated size accepted for inline content: `size` decides how much memory inflating
     /// takes, so a record cannot make the server allocate more than this.
     let maxInlineBytes: Int
+    /// Size and SHA-256 of the writer's finished upload with this id (nil: none such), for records whose
+    /// content is an `asset`.
+    var assetFacts: @Sendable (String) -> (size: Int64, sha256: String)? = { _ in nil }
 
     func check(_ record: Record) -> Result<CheckedRecord, Problem> {
         let path: RecordPath
@@ -18,6 +21,22 @@ struct ModifyValidator: Sendable {
         }
         guard record.size >= 0 else {
             return .failure(Problem(.badRequest, detail: "record \(quoted(record.path)) has a negative size"))
+        }
+        if let asset = record.asset, !record.deleted {
+            guard record.data == nil else {
+                return .failure(Problem(.badRequest, detail: "record \(quoted(record.path)) carries both data and an asset"))
+            }
+            guard asset.size == record.size, asset.sha256.lowercased() == record.sha256.lowercased() else {
+                return .failure(Problem(.badRequest, detail: "the asset of \(quoted(record.path)) has size \(asset.size) and SHA-256 \(quoted(asset.sha256)); "
+                                        + "the record says \(record.size) and \(quoted(record.sha256))"))
+            }
+            guard let facts = assetFacts(asset.id) else {
+                return .failure(Problem(.badRequest, detail: "the asset of \(quoted(record.path)) names \(quoted(asset.id)), which is no finished upload of yours"))
+            }
+            guard facts.size == asset.size, facts.sha256 == asset.sha256.lowercased() else {
+                return .failure(Problem(.badRequest, detail: "upload \(asset.id) has \(facts.size) bytes with SHA-256 \(facts.sha256); "
+                                        + "the asset of \(quoted(record.path)) says \(asset.size) and \(quoted(asset.sha256))"))
+            }
         }
         if let data = record.data, !record.deleted {
             guard record.size <= maxInlineBytes else {

@@ -6,6 +6,7 @@ struct ModifyRoute: Route {
     let store: any RecordStore
     let hub: WaiterHub
     let limits: ServerLimits
+    let uploads: UploadStore
 
     func begin(_ request: Request) throws -> BodyPolicy {
         let type = request.header("Content-Type")
@@ -28,7 +29,9 @@ struct ModifyRoute: Route {
         guard batch.records.count <= limits.maxBatchRecords else {
             throw Problem(.tooLarge, detail: "a batch holds at most \(limits.maxBatchRecords) records; this one has \(batch.records.count)")
         }
-        let validator = ModifyValidator(maxInlineBytes: limits.maxInlineBytes)
+        let user = request.identity.user
+        let uploads = self.uploads
+        let validator = ModifyValidator(maxInlineBytes: limits.maxInlineBytes, assetFacts: { uploads.assetFacts($0, user: user) })
         var results = [ModifyResult?](repeating: nil, count: batch.records.count)
         var checked: [CheckedRecord] = []
         var positions: [Int] = []
@@ -44,7 +47,6 @@ struct ModifyRoute: Route {
                 results[index] = ModifyResult(path: record.path, status: .refused, problem: problem)
             }
         }
-        let user = request.identity.user
         let outcomes = try store.modify(user: user, items: checked)
         var savedAny = false
         for (index, outcome) in zip(positions, outcomes) {

@@ -129,7 +129,7 @@ final class TestConnection {
     }
 
     /// Reads one response (Content-Length bodies only: the server sends no other kind).
-    func receive(timeout: Double = 15) throws -> TestResponse {
+    func receive(timeout: Double = 15, expectBody: Bool = true) throws -> TestResponse {
         let deadline = Date().addingTimeInterval(timeout)
         var headEnd: Int?
         while headEnd == nil {
@@ -144,7 +144,8 @@ final class TestConnection {
             guard let colon = line.firstIndex(of: ":") else { continue }
             headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
-        let length = Int(headers["content-length"] ?? "0") ?? 0
+        // A HEAD answer announces a length it does not send.
+        let length = expectBody ? Int(headers["content-length"] ?? "0") ?? 0 : 0
         let bodyStart = headEnd! + 4
         while pending.count < bodyStart + length { try fill(timeout: max(0, deadline.timeIntervalSinceNow)) }
         let body = Array(pending[bodyStart..<bodyStart + length])
@@ -155,7 +156,7 @@ final class TestConnection {
     func request(_ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
                  timeout: Double = 15) throws -> TestResponse {
         try send(method, target, headers: headers, body: body)
-        return try receive(timeout: timeout)
+        return try receive(timeout: timeout, expectBody: method != "HEAD")
     }
 }
 

@@ -1,0 +1,81 @@
+import Glibc
+import SinkiRecord
+import SinkiSupport
+
+/// `GET /v1/assets/ID`: a finished upload's bytes, served from its file by libmicrohttpd, with a single
+/// `Range` for resumed downloads (206, or 416 outside the asset).
+struct AssetRoute: Route {
+    let store: UploadStore
+
+    func respond(to request: Request) throws -> Reply {
+        let id = request.pathParameter
+        guard let facts = store.assetFacts(id, user: request.identity.user) else {
+            throw Problem(.notFound, detail: "no asset \(quoted(id))")
+        }
+        let size = facts.size
+        var headers = [("Accept-Ranges", "bytes"), ("ETag", "\"\(facts.sha256)\"")]
+        var first: Int64 = 0
+        var length = size
+        var status = 200
+        if let header = request.header("Range"), Self.rangeApplies(request.header("If-Range"), sha256: facts.sha256) {
+            switch Self.parseRange(header, size: size) {
+            case .ignore:
+                break
+            case .unsatisfiable:
+                throw RouteError(Problem(.rangeNotSatisfiable, detail: "\(quoted(header)) lies outside the asset's \(size) bytes"),
+                                 headers: [("Content-Range", "bytes */\(size)")])
+            case let .range(start, end):
+                first = start
+                length = end - start + 1
+                status = 206
+                headers.append(("Content-Range", "bytes \(start)-\(end)/\(size)"))
+            }
+        }
+        let fd = open(store.dataPath(id), O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw SystemError("open", errno: errno, path: store.dataPath(id)) }
+        return .response(Response(status: status, contentType: "application/octet-stream", headers: headers,
+                                  body: .file(fd: fd, offset: first, length: length)))
+    }
+
+    enum RangeAnswer: Equatable {
+        /// Not a single byte range this server serves: the whole asset (RFC 9110 lets a server ignore Range).
+        case ignore
+        case unsatisfiable
+        /// First and last byte, inclusive.
+        case range(Int64, Int64)
+    }
+
+    /// `bytes=A-B`, `bytes=A-` or `bytes=-N`; several ranges are answered with the whole asset.
+    static func parseRange(_ header: String, size: Int64) -> RangeAnswer {
+        let parts = header.split(separator: "=", maxSplits: 1)
+        guard parts.count == 2, String(parts[0]).trimmingSpaces.lowercased() == "bytes" else { return .ignore }
+        let spec = Substring(String(parts[1]).trimmingSpaces)
+        guard !spec.contains(","), let dash = spec.firstIndex(of: "-") else { return .ignore }
+        let left = spec[..<dash], right = spec[spec.index(after: dash)...]
+        func number(_ text: Substring) -> Int64? {
+            guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+            return Int64(text)
+        }
+        if left.isEmpty {
+            guard let suffix = number(right) else { return .ignore }
+            guard suffix > 0, size > 0 else { return .unsatisfiable }
+            return .range(max(0, size - suffix), size - 1)
+        }
+        guard let start = number(left) else { return .ignore }
+        let end: Int64
+        if right.isEmpty {
+            end = size - 1
+        } else {
+            guard let last = number(right), last >= start else { return .ignore }
+            end = min(last, size - 1)
+        }
+        guard start < size else { return .unsatisfiable }
+        return .range(start, end)
+    }
+
+    /// `If-Range` with another validator than this asset's: the whole asset, not a piece of it.
+    static func rangeApplies(_ ifRange: String?, sha256: String) -> Bool {
+        guard let ifRange else { return true }
+        return ifRange == "\"\(sha256)\""
+    }
+}

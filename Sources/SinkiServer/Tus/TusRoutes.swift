@@ -1,0 +1,250 @@
+import SinkiRecord
+import SinkiSupport
+
+/// The tus 1.0.0 endpoint at `/v1/uploads/` (docs/protocol.md, "Uploads"): each route checks the
+/// request against the protocol and hands it to the `UploadStore`, which stores.
+enum TusEndpoint {
+    static let path = "/v1/uploads/"
+    static let extensions = ["creation", "creation-with-upload", "creation-defer-length", "termination", "checksum",
+                             "expiration", "concatenation"]
+    static let checksumAlgorithms: [Digest.Algorithm] = [.sha1, .sha256]
+
+    /// Every tus answer carries the protocol version, errors included.
+    static let headers = [("Tus-Resumable", Tus.version)]
+
+    static func location(_ id: String) -> String { path + id }
+
+    /// `Tus-Resumable` must name the version this server speaks (412 with `Tus-Version` otherwise).
+    static func checkVersion(_ request: Request) throws(RouteError) {
+        let sent = request.header("Tus-Resumable")
+        guard sent == Tus.version else {
+            let detail = sent.map { "Tus-Resumable \(quoted($0)) is not a version this server speaks (\(Tus.version))" }
+                ?? "send Tus-Resumable: \(Tus.version)"
+            throw RouteError(Problem(.tusVersion, detail: detail), headers: [("Tus-Version", Tus.version)])
+        }
+    }
+
+    /// A non-negative integer header; nil when absent.
+    static func integer(_ request: Request, _ name: String) throws(Problem) -> Int64? {
+        guard let text = request.header(name) else { return nil }
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = Int64(text) else {
+            throw Problem(.badRequest, detail: "\(name) must be a non-negative integer, not \(quoted(text))")
+        }
+        return value
+    }
+
+    static func metadata(_ request: Request) throws(Problem) -> TusMetadata {
+        guard let header = request.header("Upload-Metadata") else { return TusMetadata() }
+        do { return try TusMetadata.parse(header) } catch {
+            throw Problem(.badRequest, detail: "Upload-Metadata: \(error.description)")
+        }
+    }
+
+    /// `Upload-Checksum`, when sent: an algorithm this server offers and a digest of its size.
+    static func checksum(_ request: Request) throws(Problem) -> (Digest.Algorithm, [UInt8])? {
+        guard let header = request.header("Upload-Checksum") else { return nil }
+        guard let parsed = TusChecksum.parse(header) else {
+            throw Problem(.badRequest, detail: "Upload-Checksum must be \"ALGORITHM BASE64DIGEST\", not \(quoted(header))")
+        }
+        guard let algorithm = Digest.Algorithm(rawValue: parsed.algorithm), checksumAlgorithms.contains(algorithm) else {
+            throw Problem(.badRequest, detail: "checksum algorithm \(quoted(parsed.algorithm)) is not offered (Tus-Checksum-Algorithm: sha1,sha256)")
+        }
+        guard parsed.digest.count == algorithm.byteCount else {
+            throw Problem(.badRequest, detail: "a \(algorithm.rawValue) digest has \(algorithm.byteCount) bytes, not \(parsed.digest.count)")
+        }
+        return (algorithm, parsed.digest)
+    }
+
+    /// A chunk's body must be `application/offset+octet-stream` (415 otherwise).
+    static func checkChunkType(_ request: Request) throws(Problem) {
+        let type = request.header("Content-Type")
+        let media = type.map { ($0.split(separator: ";").first.map(String.init) ?? "").trimmingSpaces.lowercased() }
+        guard media == Tus.chunkType else {
+            throw Problem(.unsupportedMediaType, detail: "a chunk is sent as \(Tus.chunkType), not \(type.map(quoted) ?? "without Content-Type")")
+        }
+    }
+
+    static func hasBody(_ request: Request) -> Bool {
+        (request.contentLength ?? 0) > 0 || request.header("Transfer-Encoding") != nil
+    }
+
+    /// Headers that describe an upload's progress: the offset, and the expiry while it can expire.
+    static func progressHeaders(_ info: UploadInfo, settings: UploadSettings) -> [(String, String)] {
+        var headers = [("Upload-Offset", String(info.offset))]
+        if info.canExpire { headers.append(("Upload-Expires", HTTPDate.format(info.touchedAt + settings.expiryNanoseconds))) }
+        return headers
+    }
+}
+
+/// `OPTIONS /v1/uploads/[ID]`: what the server offers.
+struct TusOptionsRoute: Route {
+    let settings: UploadSettings
+    var commonHeaders: [(String, String)] { TusEndpoint.headers }
+
+    func respond(to request: Request) throws -> Reply {
+        .response(Response(status: 204, contentType: nil, headers: [
+            ("Tus-Version", Tus.version),
+            ("Tus-Extension", TusEndpoint.extensions.joined(separator: ",")),
+            ("Tus-Max-Size", String(settings.maxSize)),
+            ("Tus-Checksum-Algorithm", TusEndpoint.checksumAlgorithms.map(\.rawValue).joined(separator: ",")),
+        ], body: .bytes([])))
+    }
+}
+
+/// `POST /v1/uploads/`: creation, creation-with-upload, creation-defer-length, and concatenation
+/// (`Upload-Concat: partial` or `final;URL URL…`).
+struct TusCreateRoute: Route {
+    let store: UploadStore
+    var commonHeaders: [(String, String)] { TusEndpoint.headers }
+
+    private enum Plan {
+        case single(length: Int64?, concat: UploadInfo.Concat)
+        case final(parts: [String])
+    }
+
+    private func plan(_ request: Request) throws -> Plan {
+        try TusEndpoint.checkVersion(request)
+        let length = try TusEndpoint.integer(request, "Upload-Length")
+        let deferred = request.header("Upload-Defer-Length")
+        var concat = UploadInfo.Concat.none
+        if let header = request.header("Upload-Concat") {
+            if header == "partial" {
+                concat = .partial
+            } else if header.hasPrefix("final;") {
+                guard length == nil, deferred == nil else {
+                    throw Problem(.badRequest, detail: "a final upload takes no Upload-Length or Upload-Defer-Length: its parts say")
+                }
+                guard !TusEndpoint.hasBody(request) else { throw Problem(.badRequest, detail: "a final upload takes no body") }
+                let urls = header.dropFirst("final;".count).split(separator: " ")
+                guard !urls.isEmpty else { throw Problem(.badRequest, detail: "Upload-Concat: final; names no partial upload") }
+                return .final(parts: try urls.map { url throws(Problem) in
+                    guard let range = url.range(of: TusEndpoint.path) else {
+                        throw Problem(.badRequest, detail: "\(quoted(String(url))) is not an upload of this server")
+                    }
+                    let id = String(url[range.upperBound...])
+                    guard !id.isEmpty, !id.contains("/") else { throw Problem(.badRequest, detail: "\(quoted(String(url))) is not an upload URL") }
+                    return id
+                })
+            } else {
+                throw Problem(.badRequest, detail: "Upload-Concat must be \"partial\" or \"final;URL…\", not \(quoted(header))")
+            }
+        }
+        switch (length, deferred) {
+        case (nil, nil):
+            throw Problem(.badRequest, detail: "send Upload-Length, or Upload-Defer-Length: 1")
+        case (.some, .some):
+            throw Problem(.badRequest, detail: "send Upload-Length or Upload-Defer-Length, not both")
+        case (nil, let deferred?):
+            guard deferred == "1" else { throw Problem(.badRequest, detail: "Upload-Defer-Length must be 1, not \(quoted(deferred))") }
+            return .single(length: nil, concat: concat)
+        case (let length?, nil):
+            guard length <= store.settings.maxSize else {
+                throw Problem(.tooLarge, detail: "Upload-Length \(length) is over Tus-Max-Size \(store.settings.maxSize)")
+            }
+            return .single(length: length, concat: concat)
+        }
+    }
+
+    func begin(_ request: Request) throws -> BodyPolicy {
+        let plan = try plan(request)
+        let metadata = try TusEndpoint.metadata(request)
+        guard TusEndpoint.hasBody(request) else { return .none }
+        guard case let .single(length, concat) = plan else { return .none }
+        // creation-with-upload: the body is the first chunk.
+        try TusEndpoint.checkChunkType(request)
+        let checksum = try TusEndpoint.checksum(request)
+        if let declared = request.contentLength.map(Int64.init), let length, declared > length {
+            throw Problem(.tooLarge, detail: "the body of \(declared) bytes is longer than Upload-Length \(length)")
+        }
+        let upload = try store.create(user: request.identity.user, length: length, metadata: metadata, concat: concat)
+        do {
+            return .stream(try store.beginChunk(upload, offset: 0, newLength: nil, declaredLength: request.contentLength.map(Int64.init),
+                                                checksum: checksum, createdHere: true))
+        } catch {
+            store.remove(upload)
+            throw error
+        }
+    }
+
+    func respond(to request: Request) throws -> Reply {
+        let info: UploadInfo
+        if let writer = request.sink as? ChunkWriter {
+            info = try writer.commit()
+        } else {
+            let metadata = try TusEndpoint.metadata(request)
+            switch try plan(request) {
+            case let .single(length, concat):
+                info = try store.create(user: request.identity.user, length: length, metadata: metadata, concat: concat).info
+            case let .final(parts):
+                info = try store.createFinal(user: request.identity.user, parts: parts, metadata: metadata).info
+            }
+        }
+        var headers = [("Location", TusEndpoint.location(info.id))]
+        headers += TusEndpoint.progressHeaders(info, settings: store.settings)
+        return .response(Response(status: 201, contentType: nil, headers: headers, body: .bytes([])))
+    }
+}
+
+/// `HEAD /v1/uploads/ID`: where the upload stands.
+struct TusHeadRoute: Route {
+    let store: UploadStore
+    var commonHeaders: [(String, String)] { TusEndpoint.headers }
+
+    func respond(to request: Request) throws -> Reply {
+        try TusEndpoint.checkVersion(request)
+        let info = try store.lookup(request.pathParameter, user: request.identity.user).info
+        var headers = TusEndpoint.progressHeaders(info, settings: store.settings)
+        if let length = info.length { headers.append(("Upload-Length", String(length))) } else { headers.append(("Upload-Defer-Length", "1")) }
+        if !info.metadata.pairs.isEmpty { headers.append(("Upload-Metadata", info.metadata.header)) }
+        switch info.concat {
+        case .none: break
+        case .partial: headers.append(("Upload-Concat", "partial"))
+        case .final: headers.append(("Upload-Concat", "final;" + info.parts.map(TusEndpoint.location).joined(separator: " ")))
+        }
+        headers.append(("Cache-Control", "no-store"))
+        return .response(Response(status: 200, contentType: nil, headers: headers, body: .bytes([])))
+    }
+}
+
+/// `PATCH /v1/uploads/ID`: a chunk at the upload's offset, streamed to disk.
+struct TusPatchRoute: Route {
+    let store: UploadStore
+    var commonHeaders: [(String, String)] { TusEndpoint.headers }
+
+    func begin(_ request: Request) throws -> BodyPolicy {
+        try TusEndpoint.checkVersion(request)
+        try TusEndpoint.checkChunkType(request)
+        let upload = try store.lookup(request.pathParameter, user: request.identity.user)
+        guard let offset = try TusEndpoint.integer(request, "Upload-Offset") else {
+            throw Problem(.badRequest, detail: "a PATCH needs Upload-Offset")
+        }
+        let newLength = try TusEndpoint.integer(request, "Upload-Length")
+        let checksum = try TusEndpoint.checksum(request)
+        return .stream(try store.beginChunk(upload, offset: offset, newLength: newLength, declaredLength: request.contentLength.map(Int64.init),
+                                            checksum: checksum, createdHere: false))
+    }
+
+    func respond(to request: Request) throws -> Reply {
+        guard let writer = request.sink as? ChunkWriter else { throw Problem(.internalError, detail: "bug: PATCH without its writer") }
+        let info = try writer.commit()
+        return .response(Response(status: 204, contentType: nil, headers: TusEndpoint.progressHeaders(info, settings: store.settings),
+                                  body: .bytes([])))
+    }
+}
+
+/// `DELETE /v1/uploads/ID`: termination.
+struct TusDeleteRoute: Route {
+    let store: UploadStore
+    var commonHeaders: [(String, String)] { TusEndpoint.headers }
+
+    func respond(to request: Request) throws -> Reply {
+        try TusEndpoint.checkVersion(request)
+        let upload = try store.lookup(request.pathParameter, user: request.identity.user)
+        try upload.state.withLock { (state: inout Upload.State) throws(Problem) in
+            guard !state.busy else { throw Problem(.uploadLocked, detail: "another request is writing upload \(upload.id); try again") }
+            state.busy = true
+        }
+        store.remove(upload)
+        return .response(Response(status: 204, contentType: nil, body: .bytes([])))
+    }
+}

@@ -1,0 +1,547 @@
+import Dispatch
+import Foundation
+import Glibc
+import SinkiRecord
+import SinkiSupport
+import Synchronization
+
+/// The tus uploads of one server, on disk under `DATA/uploads/`.
+///
+/// On-disk format, two files per upload, named by its id (32 lowercase hex digits, random):
+///
+/// - `ID.bin`: the bytes received, exactly `offset` of them once the info says so. Bytes past the
+///   info's offset (a PATCH the server died in) are cut off when the store opens.
+/// - `ID.info`: one JSON object (`UploadInfo`): `id`, `user`, `length` (-1 while deferred), `offset`,
+///   `metadata` (the `Upload-Metadata` header as re-encoded from the validated pairs), `createdAt`
+///   and `touchedAt` (nanoseconds since the epoch), `concat` (`none`, `partial`, `final`), `parts`
+///   (ids of a final's parts), `sha256` (hex, once finished), `expired`. Replaced whole: written to
+///   `ID.info.tmp`, then renamed over.
+///
+/// Data is not fsynced per PATCH (a crash costs the client a resend from the offset HEAD gives); a
+/// finished upload's data and info are fsynced before the request that finished it is answered, so an
+/// asset a record names is durable. The sweep removes an unfinished (or partial) upload's bytes
+/// `expiry` after its last PATCH and marks it expired (410); the info goes after another `expiry`
+/// (`forgetAfterSeconds`; 404 from then on). Finished uploads stay.
+///
+/// Every upload's state is in memory too (loaded at start, so the sweep knows its deadlines). A
+/// request that writes takes the upload's `busy` flag: one writer at a time, others answer 423.
+final class UploadStore: Sendable {
+    let directory: String
+    let settings: UploadSettings
+    private let logger: Logger
+    private let uploads = Mutex<[String: Upload]>([:])
+    private let sweeper: Sweeper
+
+    init(directory: String, settings: UploadSettings, logger: Logger) throws(ServerError) {
+        self.directory = directory
+        self.settings = settings
+        self.logger = logger
+        sweeper = Sweeper()
+        do {
+            try makeDirectories(directory)
+        } catch {
+            throw ServerError(.store, "cannot create the uploads folder \(directory): \(error)")
+        }
+        try load()
+    }
+
+    // MARK: Looking up
+
+    /// The upload `id` of `user`. Another user's upload answers exactly like an unknown one.
+    func lookup(_ id: String, user: String) throws(Problem) -> Upload {
+        guard let upload = uploads.withLock({ $0[id] }), upload.user == user else {
+            throw Problem(.notFound, detail: "no upload \(quoted(id))")
+        }
+        let expired = upload.state.withLock { state in
+            state.info.expired || (state.info.canExpire && state.info.touchedAt + settings.expiryNanoseconds <= Clock.now())
+        }
+        if expired { throw Problem(.uploadExpired, detail: "upload \(id) expired unfinished; start a new one") }
+        return upload
+    }
+
+    /// Size and SHA-256 of a finished, non-partial upload of `user`, for records that name it as asset.
+    func assetFacts(_ id: String, user: String) -> (size: Int64, sha256: String)? {
+        guard let upload = try? lookup(id, user: user) else { return nil }
+        return upload.state.withLock { state in
+            guard state.info.isFinished, state.info.concat != .partial, !state.info.sha256.isEmpty else { return nil }
+            return (state.info.length!, state.info.sha256)
+        }
+    }
+
+    func dataPath(_ id: String) -> String { directory + "/" + id + ".bin" }
+    private func infoPath(_ id: String) -> String { directory + "/" + id + ".info" }
+
+    // MARK: Creating and removing
+
+    /// A new empty upload (creation). `length` nil: deferred.
+    func create(user: String, length: Int64?, metadata: TusMetadata, concat: UploadInfo.Concat) throws -> Upload {
+        let now = Clock.now()
+        let info = UploadInfo(id: RandomID.hex(bytes: 16), user: user, length: length, metadata: metadata,
+                              createdAt: now, touchedAt: now, concat: concat)
+        _ = try FileDescriptor.open(dataPath(info.id), flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+        let upload = Upload(info: info)
+        do {
+            try persist(info, durable: info.isFinished)
+        } catch {
+            unlink(dataPath(info.id))
+            throw error
+        }
+        uploads.withLock { $0[info.id] = upload }
+        if info.canExpire { sweeper.wake() }
+        return upload
+    }
+
+    /// A final upload: the concatenation of finished partial uploads of `user`, copied into a new data
+    /// file and hashed on the way.
+    func createFinal(user: String, parts ids: [String], metadata: TusMetadata) throws -> Upload {
+        var parts: [(Upload, Int64)] = []
+        var total: Int64 = 0
+        for id in ids {
+            let part = try lookup(id, user: user)
+            let (concat, finished, length) = part.state.withLock { ($0.info.concat, $0.info.isFinished, $0.info.length ?? 0) }
+            guard concat == .partial else { throw Problem(.badRequest, detail: "upload \(id) is not a partial upload (Upload-Concat: partial)") }
+            guard finished else { throw Problem(.badRequest, detail: "partial upload \(id) is not finished") }
+            parts.append((part, length))
+            total += length
+        }
+        guard total <= settings.maxSize else {
+            throw Problem(.tooLarge, detail: "the parts add up to \(total) bytes; uploads may have at most \(settings.maxSize)")
+        }
+        let now = Clock.now()
+        var info = UploadInfo(id: RandomID.hex(bytes: 16), user: user, length: total, offset: total, metadata: metadata,
+                              createdAt: now, touchedAt: now, concat: .final, parts: ids)
+        let path = dataPath(info.id)
+        do {
+            let out = try FileDescriptor.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+            let digest = Digest(.sha256)
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+            defer { buffer.deallocate() }
+            var position: Int64 = 0
+            for (part, length) in parts {
+                let input = try FileDescriptor.open(dataPath(part.id), flags: O_RDONLY)
+                var done: Int64 = 0
+                while done < length {
+                    let want = Int(min(Int64(buffer.count), length - done))
+                    let got = try input.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: done)
+                    guard got == want else { throw Problem(.internalError, detail: "partial upload \(part.id) is shorter on disk than its length") }
+                    let piece = UnsafeRawBufferPointer(rebasing: buffer[0..<got])
+                    digest.update(piece)
+                    try out.writeAll(piece, at: position)
+                    done += Int64(got)
+                    position += Int64(got)
+                }
+            }
+            try out.sync()
+            info.sha256 = digest.finishHex()
+            try persist(info, durable: true)
+        } catch {
+            unlink(path)
+            throw error
+        }
+        let upload = Upload(info: info)
+        uploads.withLock { $0[info.id] = upload }
+        return upload
+    }
+
+    /// Termination: the upload's files go; its id answers 404 from now on. The caller holds `busy`.
+    func remove(_ upload: Upload) {
+        uploads.withLock { _ = $0.removeValue(forKey: upload.id) }
+        unlink(dataPath(upload.id))
+        unlink(infoPath(upload.id))
+    }
+
+    /// Writes the info file (atomically; fsynced when `durable`).
+    func persist(_ info: UploadInfo, durable: Bool) throws(SystemError) {
+        let temporary = infoPath(info.id) + ".tmp"
+        let file = try FileDescriptor.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+        try file.write(info.jsonBytes)
+        if durable { try file.sync() }
+        try syscall("rename", path: temporary) { rename(temporary, infoPath(info.id)) }
+    }
+
+    // MARK: Writing chunks
+
+    /// Takes `busy` and prepares a writer for a chunk at `offset` (the caller checked it against the
+    /// upload). The upload's running SHA-256 catches up first if a restart lost it.
+    func beginChunk(_ upload: Upload, offset: Int64, newLength: Int64?, declaredLength: Int64?,
+                    checksum: (Digest.Algorithm, [UInt8])?, createdHere: Bool) throws -> ChunkWriter {
+        let limit = try upload.state.withLock { (state: inout Upload.State) throws -> Int64 in
+            guard !state.busy else { throw Problem(.uploadLocked, detail: "another request is writing upload \(upload.id); try again") }
+            let info = state.info
+            guard info.concat != .final else { throw Problem(.uploadFinal, detail: "upload \(upload.id) is a final upload; it takes no PATCH") }
+            guard offset == info.offset else {
+                throw Problem(.offsetMismatch, detail: "Upload-Offset is \(offset), the upload stands at \(info.offset)")
+            }
+            if let newLength {
+                if let known = info.length, known != newLength {
+                    throw Problem(.badRequest, detail: "Upload-Length is \(newLength); the upload's length is already \(known)")
+                }
+                guard newLength >= info.offset else { throw Problem(.badRequest, detail: "Upload-Length \(newLength) is below the offset \(info.offset)") }
+                guard newLength <= settings.maxSize else { throw Problem(.tooLarge, detail: "Upload-Length \(newLength) is over Tus-Max-Size \(settings.maxSize)") }
+            }
+            let length = newLength ?? info.length
+            let limit = length ?? settings.maxSize
+            if let declaredLength, offset + declaredLength > limit {
+                throw Problem(.tooLarge, detail: "the chunk of \(declaredLength) bytes at \(offset) goes past the upload's \(length == nil ? "limit" : "length") of \(limit) bytes")
+            }
+            if state.digest == nil || state.hashedUpTo != offset {
+                // A restart (or a discarded chunk) lost the running hash: hash what is on disk, once.
+                let digest = Digest(.sha256)
+                try hashFile(dataPath(upload.id), upTo: offset, into: digest)
+                state.digest = digest
+                state.hashedUpTo = offset
+            }
+            state.busy = true
+            // A chunk with a checksum may yet be taken back: the upload's hash takes it in a copy.
+            state.pending = checksum == nil ? nil : state.digest!.copy()
+            state.chunk = checksum.map { Digest($0.0) }
+            return limit
+        }
+        do {
+            let file = try FileDescriptor.open(dataPath(upload.id), flags: O_WRONLY)
+            return ChunkWriter(store: self, upload: upload, file: file, start: offset, limit: limit, newLength: newLength,
+                               checksum: checksum, createdHere: createdHere)
+        } catch {
+            upload.state.withLock { state in
+                state.busy = false
+                state.pending = nil
+                state.chunk = nil
+            }
+            throw error
+        }
+    }
+
+    private func hashFile(_ path: String, upTo end: Int64, into digest: Digest) throws {
+        guard end > 0 else { return }
+        let file = try FileDescriptor.open(path, flags: O_RDONLY)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        var done: Int64 = 0
+        while done < end {
+            let want = Int(min(Int64(buffer.count), end - done))
+            let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: done)
+            guard got > 0 else { throw Problem(.internalError, detail: "upload data \(path) is shorter than its offset") }
+            digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
+            done += Int64(got)
+        }
+    }
+
+    // MARK: Loading and sweeping
+
+    private func load() throws(ServerError) {
+        let names: [String]
+        do {
+            names = try FileDescriptor.open(directory, flags: O_RDONLY | O_DIRECTORY).listDirectory().names
+        } catch {
+            throw ServerError(.store, "cannot read the uploads folder \(directory): \(error)")
+        }
+        var loaded: [String: Upload] = [:]
+        for name in names {
+            if name.hasSuffix(".info.tmp") {
+                unlink(directory + "/" + name)
+                continue
+            }
+            guard name.hasSuffix(".info") else { continue }
+            do {
+                var info = try UploadInfo.parse(try FileDescriptor.open(directory + "/" + name, flags: O_RDONLY).readAll())
+                if !info.expired {
+                    var size = Glibc.stat()
+                    guard stat(dataPath(info.id), &size) == 0 else {
+                        logger.warning("upload \(info.id) has no data file; dropping it")
+                        unlink(directory + "/" + name)
+                        continue
+                    }
+                    if Int64(size.st_size) > info.offset {
+                        // Bytes of a PATCH the server died in: never acknowledged, so never counted.
+                        truncate(dataPath(info.id), off_t(info.offset))
+                    } else if Int64(size.st_size) < info.offset {
+                        logger.warning("upload \(info.id) has \(size.st_size) bytes on disk, its info says \(info.offset); going on from \(size.st_size)")
+                        info.offset = Int64(size.st_size)
+                        info.sha256 = ""
+                    }
+                }
+                loaded[info.id] = Upload(info: info)
+            } catch {
+                logger.warning("skipping upload info \(name): \(error)")
+            }
+        }
+        uploads.withLock { $0 = loaded }
+        if !loaded.isEmpty { logger.info("\(loaded.count) uploads in \(directory)") }
+    }
+
+    /// Starts the sweep thread: it sleeps until the earliest deadline (not at all when there is none).
+    func startSweeping() {
+        sweeper.start { [self] in sweep(now: Clock.now()) }
+    }
+
+    func stopSweeping() { sweeper.stop() }
+
+    /// Expires what is due; returns the next deadline (nanoseconds since the epoch), nil when none.
+    @discardableResult
+    func sweep(now: Int64) -> Int64? {
+        let expiry = settings.expiryNanoseconds
+        let forget = settings.forgetNanoseconds
+        var next: Int64?
+        let all = uploads.withLock { Array($0.values) }
+        for upload in all {
+            let deadline: Int64? = upload.state.withLock { state in
+                if state.busy { return now + expiry }
+                if state.info.expired {
+                    if state.info.touchedAt + expiry + forget <= now {
+                        unlink(infoPath(upload.id))
+                        uploads.withLock { _ = $0.removeValue(forKey: upload.id) }
+                        return nil
+                    }
+                    return state.info.touchedAt + expiry + forget
+                }
+                guard state.info.canExpire else { return nil }
+                guard state.info.touchedAt + expiry <= now else { return state.info.touchedAt + expiry }
+                unlink(dataPath(upload.id))
+                state.info.expired = true
+                state.digest = nil
+                do { try persist(state.info, durable: false) } catch { logger.warning("sweep: \(error)") }
+                logger.info("upload \(upload.id) expired unfinished at \(state.info.offset) bytes")
+                return state.info.touchedAt + expiry + forget
+            }
+            if let deadline { next = min(next ?? deadline, deadline) }
+        }
+        return next
+    }
+}
+
+/// How the server keeps tus uploads.
+public struct UploadSettings: Sendable, Equatable {
+    /// Largest upload accepted (`Tus-Max-Size`; `413` beyond).
+    public var maxSize: Int64 = 64 << 30
+    /// An unfinished upload is removed this many seconds after its last PATCH.
+    public var expirySeconds: Double = 24 * 3600
+    /// How long an expired upload still answers 410 before its id is forgotten (404); nil: `expirySeconds`.
+    /// Not meant to be changed, but changeable for tests.
+    public var forgetAfterSeconds: Double?
+
+    public init() {}
+
+    var expiryNanoseconds: Int64 { Int64(expirySeconds * 1e9) }
+    var forgetNanoseconds: Int64 { Int64((forgetAfterSeconds ?? expirySeconds) * 1e9) }
+}
+
+/// One upload: its info and, while a request writes it, the `busy` flag and the running hash.
+final class Upload: Sendable {
+    let id: String
+    let user: String
+    let state: Mutex<State>
+
+    struct State {
+        var info: UploadInfo
+        var busy = false
+        /// SHA-256 of bytes `0..<hashedUpTo`; nil when lost (a restart, a discarded chunk).
+        var digest: Digest?
+        var hashedUpTo: Int64 = 0
+        /// While a chunk with a checksum is written: the upload's hash with the chunk's bytes so far.
+        var pending: Digest?
+        /// While a chunk with a checksum is written: the chunk's own digest.
+        var chunk: Digest?
+    }
+
+    init(info: UploadInfo) {
+        id = info.id
+        user = info.user
+        state = Mutex(State(info: info))
+    }
+
+    var info: UploadInfo { state.withLock { $0.info } }
+}
+
+/// Takes one chunk of an upload as it arrives (PATCH, or a creation-with-upload POST), straight into
+/// the data file at its offset, hashing on the way. Confined to the worker thread of its request.
+///
+/// Ends exactly once: `commit` (the request is in: check the checksum, move the offset) or `abandon`
+/// (the client went away: keep what arrived, unless a checksum cannot vouch for it). Either releases
+/// the upload's `busy` flag.
+final class ChunkWriter: BodySink {
+    private let store: UploadStore
+    let upload: Upload
+    private let file: FileDescriptor
+    private let start: Int64
+    private let limit: Int64
+    private let newLength: Int64?
+    private let checksum: (algorithm: Digest.Algorithm, expected: [UInt8])?
+    private let createdHere: Bool
+    private(set) var received: Int64 = 0
+    private var ended = false
+
+    init(store: UploadStore, upload: Upload, file: FileDescriptor, start: Int64, limit: Int64, newLength: Int64?,
+         checksum: (Digest.Algorithm, [UInt8])?, createdHere: Bool) {
+        self.store = store
+        self.upload = upload
+        self.file = file
+        self.start = start
+        self.limit = limit
+        self.newLength = newLength
+        self.checksum = checksum.map { (algorithm: $0.0, expected: $0.1) }
+        self.createdHere = createdHere
+    }
+
+    func write(_ chunk: UnsafeRawBufferPointer) throws {
+        guard !ended else { return }
+        guard start + received + Int64(chunk.count) <= limit else {
+            discard()
+            throw Problem(.tooLarge, detail: "the chunk goes past the upload's \(newLength == nil ? "length" : "Upload-Length") of \(limit) bytes")
+        }
+        do {
+            try file.writeAll(chunk, at: start + received)
+        } catch {
+            discard()
+            throw error
+        }
+        received += Int64(chunk.count)
+        // The buffer crosses into the lock's closure as an address: a pointer would tie the state's region
+        // to this call's, which the Mutex refuses. It stays valid for the whole (synchronous) call.
+        let address = UInt(bitPattern: chunk.baseAddress), count = chunk.count
+        upload.state.withLock { state in
+            let bytes = UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: count)
+            (state.pending ?? state.digest)?.update(bytes)
+            state.chunk?.update(bytes)
+        }
+    }
+
+    /// The request is complete: verify, move the offset, finish the upload if it is whole. Returns the
+    /// info as it now stands.
+    func commit() throws -> UploadInfo {
+        precondition(!ended, "bug: a chunk ended twice")
+        if let checksum {
+            let actual = upload.state.withLock { $0.chunk?.finish() ?? [] }
+            guard actual == checksum.expected else {
+                discard()
+                throw Problem(.checksumMismatch, detail: "the chunk's \(checksum.algorithm.rawValue) is \(Base64.encode(actual)), "
+                              + "Upload-Checksum says \(Base64.encode(checksum.expected)); the chunk was discarded")
+            }
+        }
+        return try keep()
+    }
+
+    /// The request ended before it was answered (the client hung up, a timeout): keep what arrived,
+    /// unless a checksum was to vouch for it.
+    func abandon() {
+        guard !ended else { return }
+        if checksum != nil || createdHere {
+            discard()
+            return
+        }
+        do { _ = try keep() } catch { discard() }
+    }
+
+    private func keep() throws -> UploadInfo {
+        ended = true
+        // A PATCH only moves the upload's expiry later: the sweep need not wake for it.
+        return try upload.state.withLock { (state: inout Upload.State) throws -> UploadInfo in
+            defer {
+                state.busy = false
+                state.pending = nil
+                state.chunk = nil
+            }
+            if let pending = state.pending { state.digest = pending }
+            var info = state.info
+            info.offset = start + received
+            if let newLength { info.length = newLength }
+            info.touchedAt = Clock.now()
+            state.hashedUpTo = info.offset
+            // A finished upload may become an asset: durable before the answer. A partial one is copied
+            // into its final upload, which is made durable then.
+            let durable = info.isFinished && info.concat != .partial
+            if info.isFinished {
+                info.sha256 = state.digest?.finishHex() ?? ""
+                state.digest = nil
+                state.hashedUpTo = 0
+                if durable { try file.sync() }
+            }
+            do {
+                try store.persist(info, durable: durable)
+            } catch {
+                // The info on disk still says the old offset: so must the data file.
+                ftruncate(file.raw, off_t(start))
+                state.digest = nil
+                throw error
+            }
+            state.info = info
+            return info
+        }
+    }
+
+    /// Nothing of this request is kept: the data file goes back to where it stood.
+    private func discard() {
+        guard !ended else { return }
+        ended = true
+        ftruncate(file.raw, off_t(start))
+        if createdHere {
+            store.remove(upload)
+            return
+        }
+        upload.state.withLock { state in
+            state.busy = false
+            // With a checksum the upload's own hash never saw the chunk; without, it took bytes now gone.
+            if state.pending == nil {
+                state.digest = nil
+                state.hashedUpTo = 0
+            }
+            state.pending = nil
+            state.chunk = nil
+        }
+    }
+}
+
+/// The sweep's thread: waits for the earliest deadline, or forever while there is none, so an idle
+/// server never wakes for it.
+private final class Sweeper: Sendable {
+    private let state = Mutex<(running: Bool, stop: Bool)>((false, false))
+    private let signal = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+
+    func start(_ sweep: @escaping @Sendable () -> Int64?) {
+        let begin = state.withLock { state -> Bool in
+            guard !state.running else { return false }
+            state.running = true
+            return true
+        }
+        guard begin else { return }
+        let thread = Thread { [self] in
+            while !state.withLock({ $0.stop }) {
+                if let next = sweep() {
+                    let wait = max(0, next - Clock.now())
+                    _ = signal.wait(timeout: .now() + .nanoseconds(Int(min(wait, Int64(Int32.max) * 1_000_000_000))))
+                } else {
+                    signal.wait()
+                }
+            }
+            finished.signal()
+        }
+        thread.name = "sinki-sweep"
+        thread.start()
+    }
+
+    /// A new deadline may be earlier than the one waited for.
+    func wake() {
+        if state.withLock({ $0.running }) { signal.signal() }
+    }
+
+    func stop() {
+        let wasRunning = state.withLock { state -> Bool in
+            state.stop = true
+            return state.running
+        }
+        guard wasRunning else { return }
+        signal.signal()
+        finished.wait()
+    }
+}
+
+extension FileDescriptor {
+    /// Writes all of `bytes` at `offset` (pwrite, retried until done).
+    func writeAll(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(SystemError) {
+        var done = 0
+        while done < bytes.count {
+            let wrote = try syscall("write", path: path) { pwrite(raw, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done)) }
+            done += wrote
+        }
+    }
+}

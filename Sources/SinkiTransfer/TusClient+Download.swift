@@ -1,0 +1,55 @@
+import Glibc
+import SinkiSupport
+
+extension TusClient {
+    /// Downloads an asset (`GET /v1/assets/ID`) into `temporaryPath`, going on from what the file
+    /// already holds with `Range`, hashing the bytes as they arrive. Returns once the file has exactly
+    /// `size` bytes whose SHA-256 is `sha256`; the caller then renames it into place. A mismatch is
+    /// downloaded again from the start (it counts as a failed attempt), never returned.
+    public func download(_ url: String, to temporaryPath: String, size: Int64, sha256: String,
+                         progress: ((Int64, Int64) -> Void)? = nil,
+                         isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> Int64 {
+        var failures = 0
+        var received: Int64 = 0
+        while true {
+            do throws(TusError) {
+                var have: Int64 = 0
+                var info = Glibc.stat()
+                if stat(temporaryPath, &info) == 0 { have = Int64(info.st_size) }
+                if have > size {
+                    truncate(temporaryPath, 0)
+                    have = 0
+                }
+                // What an earlier try left is read once; the rest is hashed as it arrives.
+                let digest = SendableDigest()
+                do { try await Self.hashRange(temporaryPath, from: 0, to: have, into: digest) } catch { throw Self.map(error) }
+                let hasher = StreamHasher(digest: digest, position: have)
+                if have < size {
+                    var request = HTTPRequest(url: url, headers: server.headers, bearerToken: server.bearerToken, stallTimeout: options.stallTimeout)
+                    if options.maxRate > 0 { request.maxRate = options.maxRate }
+                    let response = try await send(request, sink: .file(path: temporaryPath, offset: have), progress: progress,
+                                                  tap: HTTPTap(received: { offset, bytes in hasher.feed(offset, bytes) }))
+                    guard response.isSuccess else {
+                        if response.status == 416 { truncate(temporaryPath, 0) }
+                        throw Self.failure(response, url: url, step: "downloading")
+                    }
+                    received += max(0, hasher.position - have)
+                }
+                var now = Glibc.stat()
+                guard stat(temporaryPath, &now) == 0 else { throw TusError.io(SystemError("stat", errno: errno, path: temporaryPath)) }
+                if hasher.position < Int64(now.st_size) {
+                    do { try await Self.hashRange(temporaryPath, from: hasher.position, to: Int64(now.st_size), into: digest) } catch { throw Self.map(error) }
+                }
+                let actual = digest.finishHex()
+                guard Int64(now.st_size) == size, actual == sha256.lowercased() else {
+                    truncate(temporaryPath, 0)
+                    throw TusError.contentMismatch(url: url, detail: "got \(now.st_size) bytes with SHA-256 \(actual), expected \(size) with \(sha256); downloading again")
+                }
+                progress?(size, size)
+                return received
+            } catch {
+                try await backOff(after: error, failures: &failures)
+            }
+        }
+    }
+}

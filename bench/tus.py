@@ -1,0 +1,131 @@
+"""tus upload: a 1 GiB file from `sinkid upload` to `sinkid serve` on loopback, against `curl -T` of the
+same file to the same server (one plain PATCH to an upload created just before) in the same run.
+
+Goals: throughput >= 0.8x curl's, and the uploading client's peak RSS <= 64 MiB. sinkid upload runs as
+the agent would use the client (defaults: 16 MiB chunks, each with Upload-Checksum sha256, one upload),
+then --no-checksum (the same bytes on the wire as curl's PATCH, in 16 MiB requests), and with four
+parallel partial uploads joined by concatenation (--parallel 4). Every upload is
+deleted after its run. Median and minimum of --runs runs.
+"""
+import argparse, os, subprocess, time, urllib.request
+import harness as h
+
+SIZE = 1 << 30
+
+
+def create_upload(base, length):
+    req = urllib.request.Request(base + "/v1/uploads/", method="POST",
+                                 headers={"Tus-Resumable": "1.0.0", "Upload-Length": str(length)})
+    with urllib.request.urlopen(req) as response:
+        return base + response.headers["Location"]
+
+
+def delete(url):
+    req = urllib.request.Request(url, method="DELETE", headers={"Tus-Resumable": "1.0.0"})
+    try:
+        urllib.request.urlopen(req).close()
+    except Exception:
+        pass
+
+
+def peak_rss(pid):
+    """VmHWM of a running process in MiB (its own peak: unlike ru_maxrss, not the forking parent's)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def timed(argv):
+    """Runs argv; returns (seconds, peak RSS in MiB, stdout). The peak is read every 5 ms while it runs."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    peak = 0.0
+    while p.poll() is None:
+        peak = max(peak, peak_rss(p.pid))
+        time.sleep(0.005)
+    elapsed = time.monotonic() - t0
+    out, err = p.stdout.read().decode(), p.stderr.read().decode()
+    if p.returncode != 0:
+        raise RuntimeError(f"{argv[0]} {argv[1]} exited {p.returncode}:\n{err[-2000:]}")
+    return elapsed, peak, out
+
+
+def run_curl(base, path):
+    url = create_upload(base, SIZE)
+    seconds, rss, _ = timed(["curl", "-sS", "-f", "-T", path, "-X", "PATCH", "-H", "Tus-Resumable: 1.0.0",
+                             "-H", "Content-Type: application/offset+octet-stream", "-H", "Upload-Offset: 0", "-H", "Expect:",
+                             "-o", "/dev/null", url])
+    delete(url)
+    return seconds, rss
+
+
+def run_sinkid(base, path, scratch, extra):
+    state = scratch("state-%d" % time.monotonic_ns())
+    seconds, rss, out = timed([h.sinkid(), "upload", path, "--to", base + "/v1/uploads/", "--state", state,
+                               "--log-level", "warning", *extra])
+    delete(out.strip())
+    return seconds, rss
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    scratch = h.Scratch("tus")
+    port = h.free_port()
+    server = h.Proc([h.sinkid(), "serve", "--listen", f"127.0.0.1:{port}", "--data", scratch("server"), "--log-level", "warning"],
+                    scratch("server.log"))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                urllib.request.urlopen(urllib.request.Request(base + "/v1/uploads/", method="OPTIONS")).close()
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        path = scratch("1GiB.bin")
+        with open(path, "wb") as f:
+            for _ in range(SIZE >> 24):
+                f.write(os.urandom(1 << 24))
+        variants = [
+            ("curl -T (one PATCH)", lambda: run_curl(base, path)),
+            ("sinkid upload", lambda: run_sinkid(base, path, scratch, [])),
+            ("sinkid --no-checksum", lambda: run_sinkid(base, path, scratch, ["--no-checksum"])),
+            ("sinkid --parallel 4", lambda: run_sinkid(base, path, scratch, ["--parallel", "4"])),
+        ]
+        times = {name: [] for name, _ in variants}
+        peaks = {name: [] for name, _ in variants}
+        run_curl(base, path)  # warm the page cache for everyone
+        for run in range(args.runs):
+            for name, fn in variants:
+                seconds, rss = fn()
+                times[name].append(seconds)
+                peaks[name].append(rss)
+            print(f"run {run + 1}/{args.runs}: " + ", ".join(f"{n} {times[n][-1]:.2f}s" for n, _ in variants), flush=True)
+        curl = h.summarize("curl", times["curl -T (one PATCH)"])
+        print(f"\ntus upload of 1 GiB to sinkid serve on loopback ({args.runs} runs)")
+        print(f"  {'client':<24}{'median':>9}{'min':>9}{'MiB/s':>9}{'vs curl':>9}{'peak RSS':>11}")
+        for name, _ in variants:
+            s = h.summarize(name, times[name])
+            ratio = curl["median"] / s["median"]
+            print(f"  {name:<24}{s['median']:>8.2f}s{s['min']:>8.2f}s{1024 / s['median']:>9.0f}{ratio:>8.2f}x{max(peaks[name]):>8.1f} MiB")
+        ours = h.summarize("sinkid upload", times["sinkid upload"])
+        ratio = curl["median"] / ours["median"]
+        rss = max(peaks["sinkid upload"])
+        print(f"\n  goal: sinkid upload >= 0.8x curl: {ratio:.2f}x {'met' if ratio >= 0.8 else 'NOT met'}; "
+              f"peak RSS <= 64 MiB: {rss:.1f} MiB {'met' if rss <= 64 else 'NOT met'}")
+    finally:
+        server.stop()
+        scratch.close()
+
+
+if __name__ == "__main__":
+    main()
