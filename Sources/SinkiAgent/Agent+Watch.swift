@@ -16,7 +16,7 @@ extension Agent {
         pendingWatch.merge(kept)
         if !lookingAtDisk {
             lookingAtDisk = true
-            Task { await self.lookAtDisk() }
+            diskTask = Task { await self.lookAtDisk() }
         }
     }
 

@@ -57,6 +57,8 @@ public actor Agent {
     /// that arrive meanwhile are merged into the next.
     var pendingWatch = WatchBatch()
     var lookingAtDisk = false
+    var diskTask: Task<Void, Never>?
+    var startTask: Task<Void, Never>?
     var watchLimitWarned = false
     var unwatchedCount = 0
     var exitCode = ExitCode.success
@@ -83,8 +85,16 @@ public actor Agent {
             tearDown()
             return .software
         }
-        Task { await self.start() }
+        startTask = Task { await self.start() }
         let code = await withCheckedContinuation { finished = $0 }
+        // Every piece of work that touches the disk or the database ends before the process does:
+        // a worker still hashing when exit handlers run would crash a clean stop.
+        await startTask?.value
+        await pullTask?.value
+        while let look = diskTask {
+            await look.value
+            if diskTask == look { diskTask = nil }
+        }
         tearDown()
         return code
     }
@@ -194,6 +204,7 @@ public actor Agent {
         guard let replica else { return }
         do {
             try await replica.bindServer(feedKey)
+            try await replica.recoverInterruptedApply()
             let started = Clock.monotonic()
             var queued = 0
             for index in configuration.roots.indices {

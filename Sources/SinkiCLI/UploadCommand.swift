@@ -138,9 +138,16 @@ private actor Uploader {
             do { identity = try FileDescriptor.open(path, flags: O_RDONLY).stat() } catch { throw .io(error) }
             guard identity.kind == .file else { throw .io(SystemError("upload", errno: EISDIR, path: path)) }
             var resume: TusUploadState?
-            if let entry = await journal.entry(path: path, endpoint: endpoint) {
+            let found: TusUploadEntry?
+            do { found = try await journal.entry(path: path, endpoint: endpoint) } catch {
+                // Not knowing where an earlier upload stands costs a fresh upload, never a wrong one.
+                logger.warning("cannot read the earlier upload of \(path) from the state database: \(error); starting over")
+                found = nil
+            }
+            if let entry = found {
                 if entry.matches(size: identity.size, mtime: identity.mtime, inode: identity.inode) {
                     resume = TusUploadState(encoded: entry.state)
+                    if resume == nil { logger.warning("the stored state of \(path)'s earlier upload is unreadable; starting over") }
                 } else if let stale = TusUploadState(encoded: entry.state) {
                     // The file changed: its old upload is of no use.
                     logger.info("\(path) changed since its last upload; starting over")
@@ -167,8 +174,8 @@ final class UploadJournal: Sendable {
         store = Mutex(try StateStore(path: path))
     }
 
-    func entry(path: String, endpoint: String) async -> TusUploadEntry? {
-        try? await Blocking.run { [self] in try store.withLock { try $0.tusUpload(path: path, endpoint: endpoint) } }
+    func entry(path: String, endpoint: String) async throws -> TusUploadEntry? {
+        try await Blocking.run { [self] in try store.withLock { try $0.tusUpload(path: path, endpoint: endpoint) } }
     }
 
     func save(_ entry: TusUploadEntry) async throws {

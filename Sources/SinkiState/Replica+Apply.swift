@@ -67,12 +67,15 @@ extension Replica {
         }
         plans.reverse()
         let planned = Clock.monotonic()
+        let journaled = plans.filter { $0.action != .adopt }.map(\.record)
+        try journal(journaled)
         let results = try execute(plans, report: &report)
         let executed = Clock.monotonic()
         try store.transaction {
             for (plan, result) in zip(plans, results) {
                 try record(plan, result: result, report: &report)
             }
+            try store.clearJournal(journaled.map(\.path))
             if let token { try store.setMeta(MetaKey.feedToken, token) }
         }
         let committed = Clock.monotonic()

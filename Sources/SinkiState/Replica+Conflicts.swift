@@ -54,9 +54,12 @@ extension Replica {
             plans.append(PlannedWrite(action: remote.kind == .directory ? .mkdir : remote.kind == .symlink ? .symlink : .write,
                                       record: remote, root: root, relative: relative, expect: nil, row: local, event: event))
         }
+        let journaled = plans.filter { $0.action != .adopt }.map(\.record)
+        try journal(journaled)
         let results = try execute(plans, report: &report)
         try store.transaction {
             for (plan, result) in zip(plans, results) { try record(plan, result: result, report: &report) }
+            try store.clearJournal(journaled.map(\.path))
         }
         return report
     }

@@ -6,7 +6,7 @@ public final class StateStore {
     public let database: SQLiteDatabase
     public let path: String
 
-    static let schemaVersion = 2
+    static let schemaVersion = 3
 
     public init(path: String) throws(SQLiteError) {
         self.path = path
@@ -48,7 +48,7 @@ public final class StateStore {
                 sent_deleted INTEGER NOT NULL DEFAULT 0
             ) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-            """ + Self.tusUploadsSchema)
+            """ + Self.tusUploadsSchema + Self.applyJournalSchema)
         try database.setUserVersion(Self.schemaVersion)
     }
 

@@ -148,7 +148,7 @@ import Testing
         try cluster.startAgent("b")
         let a = cluster.root("a")
         var generator = SystemRandomNumberGenerator()
-        for round in 0..<4 {
+        for round in 0..<6 {
             for index in 0..<150 { try writeFile(a + "/r\(round)/f\(index).txt", "round \(round) file \(index)") }
             for index in stride(from: 0, to: 150, by: 7) { try FileManager.default.removeItem(atPath: a + "/r\(round)/f\(index).txt") }
             // Not a wait for a condition: a random instant to kill at.
@@ -158,7 +158,7 @@ import Testing
             if cluster.agent("b") == nil { try cluster.startAgent("b") }
         }
         try await cluster.waitForConvergence("a", "b", timeout: 10) { snapshot in
-            snapshot.entries.count == 4 * (150 - 22) + 4
+            snapshot.entries.count == 6 * (150 - 22) + 6
         }
         let names = TreeSnapshot(cluster.root("b")).entries.keys
         #expect(!names.contains { $0.contains(".sync-conflict-") })

@@ -343,4 +343,24 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         let deletes = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
         #expect(deletes.map(\.record.deleted) == [true])
     }
+
+    @Test func aFileWrittenByAnApplyKilledBeforeItsCommitIsNotALocalEdit() async throws {
+        let fixture = try Fixture()
+        try fixture.write("keeper.txt", "keeps the root from looking emptied")
+        _ = try await fixture.replica.reconcile(root: 0, under: "")
+        let record = remote("Saves/arrived.save", "from the server", tag: 7)
+        // What a kill between the rename and the commit leaves: the journal entry and the file.
+        try await fixture.replica.journal([record])
+        try fixture.write("arrived.save", "from the server")
+        let restarted = try Replica(statePath: fixture.directory.child("state.db"), roots: [RootSpec(name: "Saves", path: fixture.root)],
+                                    device: "here", inotify: nil, logger: Logger(label: "test", level: .error))
+        try await restarted.recoverInterruptedApply()
+        _ = try await restarted.reconcile(root: 0, under: "")
+        #expect(try await restarted.knownFile("Saves/arrived.save")?.tag == 7)
+        #expect(try await restarted.outboxEntry("Saves/arrived.save") == nil)
+        // Its delete then applies cleanly instead of being fought as an edit.
+        let report = try await restarted.apply([Record(path: "Saves/arrived.save", deleted: true, changeTag: 8)], token: nil)
+        #expect(report.conflicts.isEmpty)
+        #expect(!fixture.exists("arrived.save"))
+    }
 }
