@@ -15,7 +15,11 @@ public enum Blocking {
         if items.count < 2 { return items.map(work) }
         let results = UnsafeMutableBufferPointer<R?>.allocate(capacity: items.count)
         results.initialize(repeating: nil)
-        defer { results.deallocate() }
+        defer {
+            // The slots own their values: release them, or every result leaks.
+            results.deinitialize()
+            results.deallocate()
+        }
         let base = SendablePointer(results.baseAddress!)
         items.withUnsafeBufferPointer { input in
             let source = SendableBuffer(input)
