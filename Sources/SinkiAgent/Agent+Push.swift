@@ -18,10 +18,13 @@ extension Agent {
     }
 
     private func pushOnce(_ id: Int) async {
+        // Only a batch that went out asks for the next one: an empty look at the outbox that asked
+        // again would spin between the loop and the replica for ever.
+        var sent = false
         defer {
             pushTasks[id] = nil
             finishIfIdle()
-            pumpPush()
+            if sent { pumpPush() }
         }
         guard let replica, let client else { preparingPush = false; return }
         let batch: [Outgoing]
@@ -37,7 +40,11 @@ extension Agent {
             return
         }
         preparingPush = false
-        if batch.isEmpty { return }
+        if batch.isEmpty {
+            if pushTasks.count <= 1 { trimMemory() } // the end of a burst
+            return
+        }
+        sent = true
         let paths = batch.map(\.record.path)
         inFlightPaths.formUnion(paths)
         defer { inFlightPaths.subtract(paths) }
