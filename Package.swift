@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "SinkiConfig", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiServer", dependencies: ["CMicroHTTPD", "CMicroHTTPDShim", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiControl", dependencies: ["CSocketShim", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
-        .target(name: "SinkiAgent", dependencies: ["SinkiConfig", "SinkiControl", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer", "SinkiWatch"], swiftSettings: strict),
+        .target(name: "SinkiAgent", dependencies: ["CSystemShim", "SinkiConfig", "SinkiControl", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer", "SinkiWatch"], swiftSettings: strict),
         .target(name: "SinkiCLI", dependencies: ["SinkiAgent", "SinkiConfig", "SinkiControl", "SinkiLoop", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer"], swiftSettings: strict),
         .executableTarget(name: "sinkid", dependencies: ["SinkiCLI"], swiftSettings: strict),
 

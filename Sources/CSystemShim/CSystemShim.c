@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <linux/openat2.h>
@@ -32,3 +33,6 @@ int sinki_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path) 
 int sinki_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int from) {
     return posix_spawn_file_actions_addclosefrom_np(actions, from);
 }
+
+int sinki_malloc_trim(void) { return malloc_trim(0); }
+int sinki_malloc_arena_max(int arenas) { return mallopt(M_ARENA_MAX, arenas); }

@@ -21,6 +21,7 @@ extension Agent {
                 let page = try await client.changes(since: token, wait: caughtUp ? configuration.pollWaitSeconds : 0, limit: 1000)
                 connected()
                 try await absorb(page)
+                if !page.more && page.records.count > 100 { trimMemory() }
                 if !page.more && !caughtUp {
                     caughtUp = true
                     logger.info("up to date with \(serverURL)")

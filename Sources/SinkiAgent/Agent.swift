@@ -58,6 +58,7 @@ public actor Agent {
     var pendingWatch = WatchBatch()
     var lookingAtDisk = false
     var diskTask: Task<Void, Never>?
+    var lastTrim: Int64 = 0
     var startTask: Task<Void, Never>?
     var watchLimitWarned = false
     var unwatchedCount = 0
@@ -74,6 +75,7 @@ public actor Agent {
 
     /// Runs until a signal or `stop()`; returns the process exit code.
     public func run() async -> ExitCode {
+        Self.limitMallocArenas()
         do {
             try setUp()
         } catch let error as AgentError {
@@ -213,6 +215,7 @@ public actor Agent {
                 note(report, root: index)
             }
             let elapsed = Double(Clock.monotonic() - started) / 1e9
+            trimMemory()
             logger.info("scanned \(configuration.roots.count) root(s) in \(String(format: "%.2f", elapsed)) s; \(queued) local change(s) to send")
             scanFinished()
         } catch {

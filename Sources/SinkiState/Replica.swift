@@ -73,7 +73,8 @@ public actor Replica {
     public internal(set) var ignores: [IgnoreRules]
     /// Files up to this size travel inline in their record.
     public var inlineLimit: Int64 = 256 << 10
-    static let pushCacheLimit = 64 << 20
+    /// Enough for the batches a push pipeline holds; more only keeps memory busy on a big scan.
+    static let pushCacheLimit = 16 << 20
     /// Local names that cannot be record paths (invalid UTF-8, a backslash), and special files.
     public internal(set) var skipped: Set<String> = []
 

@@ -20,4 +20,7 @@ int sinki_pipe_cloexec(int fds[2]);
 /// folder, and close every descriptor from `from` up.
 int sinki_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path);
 int sinki_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int from);
+/// malloc_trim(0) and mallopt(M_ARENA_MAX, n): <malloc.h> is not in the Glibc module.
+int sinki_malloc_trim(void);
+int sinki_malloc_arena_max(int arenas);
 #endif
