@@ -10,6 +10,7 @@ extension Agent {
 
     /// Starts pushing queued local changes if there are any and nothing stops it.
     func pumpPush() {
+        pumpUploads()
         guard caughtUp, !stopping, !control.paused, reachable == true, !preparingPush, pushTasks.count < Self.pushDepth else { return }
         preparingPush = true
         let id = nextPushID
@@ -49,9 +50,12 @@ extension Agent {
             let report = try await replica.acknowledge(batch, response.results)
             logger.debug("pushed \(report.saved) change(s), \(report.conflicts.count) conflict(s), \(report.refused.count) refused")
             if !report.conflicts.isEmpty {
+                // A large file's version from the server is downloaded before its conflict is settled.
+                let fetched = try await fetchAssets(report.conflicts.map(\.remote))
                 var settle = ApplyReport()
                 settle.conflicts = report.conflicts
                 try await self.settle(settle)
+                if !fetched.isEmpty { await replica.discardDownloads(fetched) }
             }
         } catch let error as SyncError {
             if case .transport = error { disconnected(error) } else { logger.error("push failed: \(error)") }
