@@ -19,10 +19,13 @@ extension Agent {
     }
 
     private func pushOnce(_ id: Int) async {
+        // An empty batch (everything queued is in flight, or waits for its upload) ends the round;
+        // the next change, acknowledgement or finished upload pumps again.
+        var sent = true
         defer {
             pushTasks[id] = nil
             finishIfIdle()
-            pumpPush()
+            if sent { pumpPush() }
         }
         guard let replica, let client else { preparingPush = false; return }
         let batch: [Outgoing]
@@ -38,7 +41,10 @@ extension Agent {
             return
         }
         preparingPush = false
-        if batch.isEmpty { return }
+        if batch.isEmpty {
+            sent = false
+            return
+        }
         let paths = batch.map(\.record.path)
         inFlightPaths.formUnion(paths)
         defer { inFlightPaths.subtract(paths) }

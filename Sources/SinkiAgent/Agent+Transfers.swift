@@ -34,7 +34,9 @@ extension Agent {
 
     /// Starts uploads of large files whose records wait for them, up to `[transfer] parallel` at once.
     func pumpUploads() {
-        guard caughtUp, !stopping, !control.paused, reachable == true, !transfers.choosingUploads, let replica else { return }
+        // Not gated on `reachable`: that turns true only when a long-poll answers, and the tus client
+        // retries a server out of reach on its own.
+        guard caughtUp, !stopping, !control.paused, !transfers.choosingUploads, let replica else { return }
         let width = max(1, configuration.transfer.parallel)
         guard transfers.uploads.count < width else { return }
         transfers.choosingUploads = true
@@ -101,6 +103,7 @@ extension Agent {
                 throw TusError.protocolViolation(url: result.url, detail: "the upload's URL names no id")
             }
             try await replica.uploadFinished(source, assetID: id)
+            connected()
             logger.info("uploaded \(quoted(path)): \(result.size) bytes, \(result.bytesSent) sent now\(result.resumed ? " (resumed)" : "")")
             transfers.failed[key] = nil
             pumpPush()
@@ -112,8 +115,14 @@ extension Agent {
                 return
             }
             if let error = error as? TusError {
-                if case .fileChanged = error { lookAgain(path); return }
-                if case .transfer(.bodyShrank) = error { lookAgain(path); return }
+                var changed = false
+                if case .fileChanged = error { changed = true }
+                if case .transfer(.bodyShrank) = error { changed = true }
+                if changed {
+                    logger.info("\(quoted(path)) changed while it was uploaded (\(error)); reading it again")
+                    lookAgain(path)
+                    return
+                }
                 if Self.serverUnreachable(error) { disconnected(error); return }
             }
             transfers.failed[key] = TransferBook.Failure(direction: .upload, total: source.size, reason: "\(error)")
