@@ -148,7 +148,7 @@ extension Replica {
 
     /// A record renamed from a path that is here, unchanged and settled: rename it locally instead of
     /// writing the content again (a directory moves with everything in it).
-    private func renamePlan(_ record: Record, root: Int, relative: String, row: KnownFile?) throws -> PlannedWrite? {
+    func renamePlan(_ record: Record, root: Int, relative: String, row: KnownFile?) throws -> PlannedWrite? {
         guard !record.deleted, let source = record.movedFrom, let sourcePath = try? RecordPath(validating: source),
               let (sourceRoot, sourceRelative) = locate(sourcePath), sourceRoot == root, sourceRelative != relative,
               !relative.hasPrefix(sourceRelative + "/"),

@@ -37,6 +37,10 @@ extension Replica {
                 if row.present && row.kind == .file && row.sha256 == asset.sha256 { continue }
             }
             if try isOwnUnacknowledgedPush(record) { continue }
+            // Renamed from a path that is here with these bytes: the apply renames it (the same test as
+            // its plan), nothing to fetch.
+            if record.movedFrom != nil, (try? safeRoots[root].stat(relative)) == .some(nil), try store.outboxEntry(record.path) == nil,
+               try renamePlan(record, root: root, relative: relative, row: try store.file(record.path)) != nil { continue }
             seen.insert(asset.sha256)
             out.append(AssetFetch(path: record.path, asset: asset, partialPath: downloadsDirectory + "/" + asset.sha256 + ".part",
                                   ready: hasDownload(asset)))

@@ -88,6 +88,15 @@ import Testing
         #expect(leftovers.isEmpty)
         // b took the files as they are; it never sends them back.
         #expect(!(cluster.agent("b")?.errors.contains("/v1/uploads/") ?? true))
+
+        // Renamed on a: b renames its copy; nothing is uploaded or downloaded again.
+        let uploads = cluster.agent("a")?.errors.components(separatedBy: "POST \(cluster.serverURL)/v1/uploads/").count
+        let downloads = cluster.agent("b")?.errors.components(separatedBy: "/v1/assets/").count
+        try FileManager.default.moveItem(atPath: a + "/video/big.bin", toPath: a + "/video/renamed.bin")
+        try await cluster.waitForConvergence("a", "b", timeout: 20) { $0.entries["video/renamed.bin"] != nil && $0.entries["video/big.bin"] == nil }
+        #expect(FileManager.default.contents(atPath: b + "/video/renamed.bin") == big)
+        #expect(cluster.agent("a")?.errors.components(separatedBy: "POST \(cluster.serverURL)/v1/uploads/").count == uploads)
+        #expect(cluster.agent("b")?.errors.components(separatedBy: "/v1/assets/").count == downloads)
     }
 
     @Test func anUploadKilledHalfWayGoesOnFromTheServersOffset() async throws {
