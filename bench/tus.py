@@ -6,8 +6,12 @@ the agent would use the client (defaults: 16 MiB chunks, each with Upload-Checks
 then --no-checksum (the same bytes on the wire as curl's PATCH, in 16 MiB requests), and with four
 parallel partial uploads joined by concatenation (--parallel 4). Every upload is
 deleted after its run. Median and minimum of --runs runs.
+
+Then the agent: `sinkid --root` uploads the same 1 GiB file (16 MiB chunks), is killed with SIGKILL
+half-way, and is started again; it goes on from the server's offset. Printed: the bytes it sent again
+(goal: at most one chunk), and its peak RSS over both runs (goal: at most 64 MiB).
 """
-import argparse, os, subprocess, time, urllib.request
+import argparse, os, re, signal, subprocess, time, urllib.request
 import harness as h
 
 SIZE = 1 << 30
@@ -72,6 +76,54 @@ def run_sinkid(base, path, scratch, extra):
     return seconds, rss
 
 
+def upload_sizes(server_data):
+    folder = os.path.join(server_data, "uploads")
+    try:
+        return [os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder) if n.endswith(".bin")]
+    except FileNotFoundError:
+        return []
+
+
+def agent_kill_resume(base, path, scratch, chunk=16 << 20):
+    """The agent uploads `path`, is killed half-way, and started again: (bytes sent again, peak RSS MiB)."""
+    root = scratch("agent-root", "KillResume")
+    os.makedirs(root)
+    state = scratch("agent-state")
+    argv = [h.sinkid(), "--root", root, "--server", base, "--state", state, "--device", "killed", "--log-level", "info"]
+    agent = h.Proc(argv, scratch("agent-1.log"))
+    peak = 0.0
+    try:
+        agent.wait_for(r"up to date with")
+        server_data = scratch("server")
+        before = set(upload_sizes(server_data))
+        os.link(path, os.path.join(root, "big.bin"))
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            peak = max(peak, peak_rss(agent.p.pid))
+            grown = [n for n in upload_sizes(server_data) if n not in before]
+            if grown and max(grown) >= SIZE // 2:
+                break
+            time.sleep(0.002)
+        agent.stop(signal.SIGKILL)
+        on_server = max(n for n in upload_sizes(server_data) if n not in before)
+        again = h.Proc(argv, scratch("agent-2.log"))
+        try:
+            while True:
+                peak = max(peak, peak_rss(again.p.pid))
+                m = re.search(r'uploaded "KillResume/big.bin": \d+ bytes, (\d+) sent now', again.text())
+                if m:
+                    break
+                if again.p.poll() is not None or time.monotonic() > deadline + 120:
+                    raise RuntimeError("the agent did not finish the upload:\n" + again.text()[-2000:])
+                time.sleep(0.005)
+        finally:
+            again.stop()
+        sent_now = int(m.group(1))
+        return sent_now - (SIZE - on_server), on_server, peak
+    finally:
+        agent.stop()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -122,6 +174,11 @@ def main():
         rss = max(peaks["sinkid upload"])
         print(f"\n  goal: sinkid upload >= 0.8x curl: {ratio:.2f}x {'met' if ratio >= 0.8 else 'NOT met'}; "
               f"peak RSS <= 64 MiB: {rss:.1f} MiB {'met' if rss <= 64 else 'NOT met'}")
+        again, on_server, agent_peak = agent_kill_resume(base, path, scratch)
+        chunk = 16 << 20
+        print(f"\nagent killed (SIGKILL) with {on_server / (1 << 20):.0f} MiB of 1 GiB on the server, then started again:")
+        print(f"  bytes sent again: {again} ({again / (1 << 20):.2f} MiB; goal <= one 16 MiB chunk: {'met' if again <= chunk else 'NOT met'})")
+        print(f"  agent peak RSS over both runs: {agent_peak:.1f} MiB (goal <= 64 MiB: {'met' if agent_peak <= 64 else 'NOT met'})")
     finally:
         server.stop()
         scratch.close()

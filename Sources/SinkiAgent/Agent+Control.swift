@@ -150,8 +150,7 @@ extension Agent: ControlHandler {
             skipped: SkippedSummary(count: facts?.skippedCount ?? 0, paths: facts?.skipped ?? []),
             // Ignore rules come with the watcher (issue 3); nothing is ignored yet but sinkid's own temporary files.
             ignored: 0,
-            // Large files travel inline until tus transfers land (issue 4): nothing is ever in transfer.
-            transfers: [],
+            transfers: transfers.statuses(),
             // Only the `ask` rule leaves conflicts for `resolve` (issue 5); every other is settled at once.
             conflicts: [])
     }
@@ -160,6 +159,7 @@ extension Agent: ControlHandler {
         guard !control.paused else { return ControlAck("already paused; sinkid resume to go on") }
         control.paused = true
         pullTask?.cancel()
+        cancelUploads()
         logger.info("paused (sinkid pause): nothing is sent or applied until sinkid resume")
         control.notifier?.status(serviceStatus)
         return ControlAck("paused: local changes are still noted, but nothing is sent or applied until sinkid resume")
@@ -201,12 +201,13 @@ extension Agent: ControlHandler {
 
     public func retry(path: String?) async throws(ControlError) -> [String] {
         guard let replica else { throw ControlError(.unavailable, "the agent is not ready") }
-        let paths: [String]
+        var paths: [String]
         do { paths = try await replica.retryRefused(under: path) } catch {
             throw ControlError(.failed, "cannot requeue refused changes: \(error)")
         }
+        paths += retryTransfers(under: path).filter { !paths.contains($0) }
         if let path, paths.isEmpty {
-            throw ControlError(.notFound, "nothing the server refused at or below \(quoted(path)) (sinkid status lists refused changes)")
+            throw ControlError(.notFound, "nothing the server refused and no failed transfer at or below \(quoted(path)) (sinkid status lists them)")
         }
         if !paths.isEmpty {
             logger.info("retrying \(paths.count) refused change(s) (sinkid retry)")

@@ -37,8 +37,13 @@ extension Agent {
                 }
                 if case .transport = error { disconnected(error) } else { logger.error("\(error)") }
                 _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
-            } catch {
+            } catch let error as TransferStalled {
+                // Nothing past the failed download is applied; `sinkid retry` wakes this.
                 if stopping { return }
+                logger.warning("\(error)")
+                _ = await sleeper.sleep(milliseconds: 3_600_000)
+            } catch {
+                if stopping || Task.isCancelled { return }
                 logger.error("cannot apply remote changes: \(error)")
                 _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
             }
@@ -56,8 +61,11 @@ extension Agent {
                 records[index] = full
             }
         }
+        // Large files are downloaded and checked first, for the same reason.
+        let fetched = try await fetchAssets(records)
         let report = try await replica.apply(records, token: page.token)
         try await settle(report)
+        if !fetched.isEmpty { await replica.discardDownloads(fetched) }
     }
 
     /// Logs what an apply did and settles its conflicts.

@@ -10,6 +10,7 @@ extension Agent {
 
     /// Starts pushing queued local changes if there are any and nothing stops it.
     func pumpPush() {
+        pumpUploads()
         guard caughtUp, !stopping, !control.paused, reachable == true, !preparingPush, pushTasks.count < Self.pushDepth else { return }
         preparingPush = true
         let id = nextPushID
@@ -18,9 +19,9 @@ extension Agent {
     }
 
     private func pushOnce(_ id: Int) async {
-        // Only a batch that went out asks for the next one: an empty look at the outbox that asked
-        // again would spin between the loop and the replica for ever.
-        var sent = false
+        // An empty batch (everything queued is in flight, or waits for its upload) ends the round;
+        // the next change, acknowledgement or finished upload pumps again.
+        var sent = true
         defer {
             pushTasks[id] = nil
             finishIfIdle()
@@ -41,10 +42,10 @@ extension Agent {
         }
         preparingPush = false
         if batch.isEmpty {
+            sent = false
             if pushTasks.count <= 1 { trimMemory() } // the end of a burst
             return
         }
-        sent = true
         let paths = batch.map(\.record.path)
         inFlightPaths.formUnion(paths)
         defer { inFlightPaths.subtract(paths) }
@@ -56,9 +57,12 @@ extension Agent {
             let report = try await replica.acknowledge(batch, response.results)
             logger.debug("pushed \(report.saved) change(s), \(report.conflicts.count) conflict(s), \(report.refused.count) refused")
             if !report.conflicts.isEmpty {
+                // A large file's version from the server is downloaded before its conflict is settled.
+                let fetched = try await fetchAssets(report.conflicts.map(\.remote))
                 var settle = ApplyReport()
                 settle.conflicts = report.conflicts
                 try await self.settle(settle)
+                if !fetched.isEmpty { await replica.discardDownloads(fetched) }
             }
         } catch let error as SyncError {
             if case .transport = error { disconnected(error) } else { logger.error("push failed: \(error)") }

@@ -65,6 +65,8 @@ public actor Agent {
     var exitCode = ExitCode.success
     /// The control socket, systemd, SIGHUP and pause (Agent+Control.swift).
     var control = AgentControl()
+    /// Large files moving through tus (Agent+Transfers.swift).
+    var transfers = TransferBook()
 
     public init(configuration: AgentConfiguration, loop: EventLoop, logger: Logger) {
         self.configuration = configuration
@@ -111,11 +113,12 @@ public actor Agent {
         pullTask?.cancel()
         sleeper?.wakeAll()
         for task in pushTasks.values { task.cancel() }
+        cancelUploads()
         finishIfIdle()
     }
 
     func finishIfIdle() {
-        guard stopping, pushTasks.isEmpty, !preparingPush, let finished else { return }
+        guard stopping, pushTasks.isEmpty, !preparingPush, transfers.uploads.isEmpty, let finished else { return }
         self.finished = nil
         finished.resume(returning: exitCode)
     }
@@ -207,6 +210,8 @@ public actor Agent {
         do {
             try await replica.bindServer(feedKey)
             try await replica.recoverInterruptedApply()
+            await replica.useUploadEndpoint(serverURL + "/v1/uploads/")
+            await replica.setInlineLimit(configuration.transfer.inlineMax)
             let started = Clock.monotonic()
             var queued = 0
             for index in configuration.roots.indices {

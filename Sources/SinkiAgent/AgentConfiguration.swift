@@ -27,6 +27,8 @@ public struct AgentConfiguration: Sendable {
     public var rescanSeconds: Double = 3600
     /// Config lines that are allowed but probably wrong, logged at start.
     public var warnings: [String] = []
+    /// `[transfer]`: how large files move (docs/configuration.md).
+    public var transfer = TransferOptions()
 
     public init(roots: [RootSpec], serverURL: String? = nil, listen: String = "127.0.0.1:7071", stateDirectory: String,
                 device: String, token: String? = nil, watchDelayMilliseconds: UInt64 = 50, pollWaitSeconds: Int = 300,
@@ -52,4 +54,17 @@ public struct AgentConfiguration: Sendable {
         if host.hasPrefix("0.0.0.0:") { host = "127.0.0.1:" + host.dropFirst(8) }
         return "http://" + host
     }
+}
+
+/// `[transfer]` as the agent uses it: files above `inlineMax` go through tus.
+public struct TransferOptions: Sendable, Equatable {
+    public var inlineMax: Int64 = 256 << 10
+    public var chunkSize: Int64 = 16 << 20
+    /// Uploads at once, and downloads at once.
+    public var parallel = 4
+    /// Tries before a transfer is listed as failed.
+    public var attempts = 10
+    /// Bytes per second per direction; 0: unlimited.
+    public var maxRate: Int64 = 0
+    public init() {}
 }

@@ -88,6 +88,11 @@ enum RunCommand {
         configuration.warnings = resolved.warnings
         configuration.rescanSeconds = Double(config.watch.rescan.components.seconds)
         configuration.logLevel = resolved.logLevel
+        configuration.transfer.inlineMax = config.transfer.inlineMax
+        configuration.transfer.chunkSize = config.transfer.chunkSize
+        configuration.transfer.parallel = config.transfer.parallel
+        configuration.transfer.attempts = config.transfer.attempts
+        configuration.transfer.maxRate = config.transfer.maxRate ?? 0
         return (configuration, resolved)
     }
 

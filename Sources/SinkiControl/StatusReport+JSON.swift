@@ -134,7 +134,8 @@ extension RemoteSummary {
 extension TransferStatus {
     var json: JSONValue {
         .object([("path", .string(path)), ("direction", .string(direction.rawValue)), ("done", .int(done)), ("total", .int(total)),
-                 ("rate", .double(rate)), ("failed", .optional(failed))])
+                 ("rate", .double(rate)), ("eta", secondsLeft.map { .double(($0 * 10).rounded() / 10) } ?? .null),
+                 ("failed", .optional(failed))])
     }
 
     init(_ fields: JSONFields) throws(ControlError) {

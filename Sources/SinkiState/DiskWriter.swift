@@ -81,7 +81,59 @@ enum DiskWriter {
         return try statEntry(parent: parent, parentPath: parentPath, name: name)
     }
 
-    private static func replace(parent: Int32, parentPath: String, temp: String, name: String, expect: FileStat?) throws(SystemError) {
+    /// Puts the checked download `sourceName` (in the directory `sourceDirectory`) at `name`, as
+    /// `writeFile` does with bytes: mode and mtime set first, `expect` checked right before. With
+    /// `move` the download itself is renamed into place (no byte is copied); otherwise, or when it lies
+    /// on another file system, it is copied to a temporary file beside the target first.
+    static func placeFile(sourceDirectory: String, sourceName: String, move: Bool, parent: Int32, parentPath: String, name: String,
+                          mode: UInt32, modifiedAt: Int64, expect: FileStat?, willAppear: () -> Void) throws(SystemError) -> FileStat {
+        let wanted = mode_t(mode & 0o777)
+        let source = try FileDescriptor.open(sourceDirectory + "/" + sourceName, flags: O_RDONLY | O_NOFOLLOW)
+        var parentStat = Glibc.stat()
+        try syscall("fstat", path: parentPath) { fstat(parent, &parentStat) }
+        if move, try source.stat().device == UInt64(parentStat.st_dev) {
+            let directory = try FileDescriptor.open(sourceDirectory, flags: O_RDONLY | O_DIRECTORY)
+            try syscall("fchmod", path: source.path) { fchmod(source.raw, wanted) }
+            try source.setModified(modifiedAt)
+            willAppear()
+            try replace(parent: parent, parentPath: parentPath, temp: sourceName, name: name, expect: expect, from: directory.raw)
+            return try source.stat()
+        }
+        let temp = TempNames.make(for: name)
+        let fd = try syscall("open", path: parentPath + "/" + temp) {
+            openat(parent, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, wanted)
+        }
+        let file = FileDescriptor(raw: fd, path: parentPath + "/" + temp)
+        do {
+            try copy(from: source, to: file)
+            if wanted & ~umaskBits != wanted {
+                try syscall("fchmod", path: file.path) { fchmod(file.raw, wanted) }
+            }
+            try file.setModified(modifiedAt)
+            willAppear()
+            try replace(parent: parent, parentPath: parentPath, temp: temp, name: name, expect: expect)
+            return try file.stat()
+        } catch {
+            unlinkat(parent, temp, 0)
+            throw error
+        }
+    }
+
+    /// Copies a whole file in 1 MiB pieces (never all of it in memory).
+    private static func copy(from source: FileDescriptor, to target: FileDescriptor) throws(SystemError) {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while true {
+            let got = try source.read(into: buffer, at: offset)
+            if got == 0 { return }
+            try target.write(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
+            offset += Int64(got)
+        }
+    }
+
+    private static func replace(parent: Int32, parentPath: String, temp: String, name: String, expect: FileStat?,
+                                from sourceDirectory: Int32? = nil) throws(SystemError) {
         let now = try? FileDescriptor.statEntry(parent: parent, parentPath: parentPath, name: name)
         if let now, now.kind == .directory {
             // A directory the server says is now a file: only an empty one gives way.
@@ -89,7 +141,7 @@ enum DiskWriter {
         } else if !sameEntry(now, expect) {
             throw SystemError("rename", errno: EAGAIN, path: parentPath + "/" + name)
         }
-        try syscall("rename", path: parentPath + "/" + name) { renameat(parent, temp, parent, name) }
+        try syscall("rename", path: parentPath + "/" + name) { renameat(sourceDirectory ?? parent, temp, parent, name) }
     }
 
     /// Whether what is on disk is still what was planned against (content identity, not ctime).

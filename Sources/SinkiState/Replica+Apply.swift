@@ -140,7 +140,7 @@ extension Replica {
                 // Same content already here (both sides made it): agree without writing.
                 return PlannedWrite(action: .adopt, record: record, root: root, relative: relative, expect: stat, row: row)
             }
-            if record.data == nil && record.size > 0 {
+            if !hasContent(record) {
                 report.needContent.append(record)
                 return nil
             }
@@ -151,7 +151,7 @@ extension Replica {
 
     /// A record renamed from a path that is here, unchanged and settled: rename it locally instead of
     /// writing the content again (a directory moves with everything in it).
-    private func renamePlan(_ record: Record, root: Int, relative: String, row: KnownFile?) throws -> PlannedWrite? {
+    func renamePlan(_ record: Record, root: Int, relative: String, row: KnownFile?) throws -> PlannedWrite? {
         guard !record.deleted, let source = record.movedFrom, let sourcePath = try? RecordPath(validating: source),
               let (sourceRoot, sourceRelative) = locate(sourcePath), sourceRoot == root, sourceRelative != relative,
               !relative.hasPrefix(sourceRelative + "/"),
@@ -292,10 +292,33 @@ extension Replica {
         var byDirectory: [Int32: [FileJob]] = [:]
         for job in fileJobs { byDirectory[job.parent, default: []].append(job) }
         let groups = Array(byDirectory.values)
+        // A download is renamed into place by the last path that needs it; any other copies it.
+        var downloadUses: [String: Int] = [:]
+        for job in fileJobs where plans[job.index].record.data == nil && plans[job.index].record.asset != nil {
+            downloadUses[plans[job.index].record.sha256, default: 0] += 1
+        }
+        var movesDownload = Set<Int>()
+        for job in fileJobs.reversed() where plans[job.index].record.data == nil && plans[job.index].record.asset != nil {
+            let sha = plans[job.index].record.sha256
+            if downloadUses[sha] != nil {
+                movesDownload.insert(job.index)
+                downloadUses[sha] = nil
+            }
+        }
+        let downloads = downloadsDirectory, moving = movesDownload
         let outcomes: [[WriteResult]] = Blocking.map(groups) { group in
             group.map { job in
                 let plan = plans[job.index]
                 do {
+                    if plan.action == .write, plan.record.data == nil, plan.record.asset != nil {
+                        let stat = try DiskWriter.placeFile(sourceDirectory: downloads, sourceName: plan.record.sha256,
+                                                            move: moving.contains(job.index), parent: job.parent,
+                                                            parentPath: job.parentPath, name: job.name, mode: plan.record.mode,
+                                                            modifiedAt: plan.record.modifiedAt, expect: plan.expect) {
+                            echoes?.expect(root: plan.root, relative: plan.relative, .fileIn)
+                        }
+                        return .done(stat)
+                    }
                     let bytes = try Self.content(of: plan.record)
                     let stat: FileStat
                     if plan.action == .symlink {

@@ -36,7 +36,7 @@ extension Replica {
                 logger.info("kept \(quoted(roots[root].path + "/" + relative)), edited here, over its delete on \(remote.device)")
                 continue
             }
-            if remote.data == nil && remote.size > 0 && remote.kind != .directory {
+            if remote.kind != .directory && !hasContent(remote) {
                 report.needContent.append(remote)
                 continue
             }

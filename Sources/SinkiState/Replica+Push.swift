@@ -35,6 +35,8 @@ extension Replica {
             var cached: [UInt8]?
             /// A rename the server can complete from content it holds.
             var moveSource: String?
+            /// A large file's finished upload (it travels as an asset, never inline).
+            var asset: Asset?
         }
         var jobs: [Job] = []
         for (entry, row) in entries {
@@ -56,11 +58,18 @@ extension Replica {
             // A rename's source keeps its content on the server until the new path has copied it.
             if try !row.present && store.isPendingMoveSource(entry.path) { continue }
             let moveSource = row.present ? row.movedFrom : nil
-            let cached = row.present && row.kind != .directory && moveSource == nil ? takeCached(row)?.data : nil
-            jobs.append(Job(entry: entry, row: row, root: root, relative: relative, cached: cached, moveSource: moveSource))
+            var asset: Asset?
+            if row.present && row.kind == .file && moveSource == nil && row.size > inlineLimit {
+                // Its record waits for the upload of exactly this content (the agent's uploads).
+                guard let finished = try finishedAsset(for: row) else { continue }
+                asset = finished
+            }
+            let cached = row.present && row.kind != .directory && moveSource == nil && asset == nil ? takeCached(row)?.data : nil
+            jobs.append(Job(entry: entry, row: row, root: root, relative: relative, cached: cached, moveSource: moveSource, asset: asset))
         }
         let safeRoots = self.safeRoots
         let device = self.device
+        let inlineLimit = self.inlineLimit
         // Reading and compressing is the costly part of a push: do it on every core.
         let built: [Result<(Record, FileContent?), SafeRootError>] = Blocking.map(jobs) { job in
             Result { () throws(SafeRootError) in
@@ -83,11 +92,21 @@ extension Replica {
                     record.type = Record.directoryType
                     return (record, nil)
                 }
+                if let asset = job.asset {
+                    record.asset = asset
+                    record.size = asset.size
+                    record.sha256 = asset.sha256
+                    return (record, nil)
+                }
                 if let cached = job.cached {
                     record.data = cached
                     record.size = job.row.size
                     record.sha256 = job.row.sha256
                     return (record, nil)
+                }
+                if let now = try safeRoots[job.root].stat(job.relative), now.kind == .file, now.size > inlineLimit {
+                    // Grew past the inline limit since it was hashed: never read whole; looked at again.
+                    throw SafeRootError.system(SystemError("read", errno: EFBIG, path: roots[job.root].path + "/" + job.relative))
                 }
                 let content = try ContentReader.read(safeRoots[job.root], job.relative, keepBytes: true)
                 let bytes = content.bytes ?? []
@@ -121,6 +140,10 @@ extension Replica {
                 case let .failure(error):
                     if error.errno == ENOENT {
                         // Deleted since it was queued: its delete event brings it back as a tombstone.
+                        continue
+                    }
+                    if error.errno == EFBIG {
+                        unstable.append((job.root, job.relative))
                         continue
                     }
                     logger.warning("cannot read \(error); will retry")
@@ -159,6 +182,8 @@ extension Replica {
                     row.agree(with: saved)
                     row.movedFrom = nil
                     try store.saveFile(row)
+                    // The record names the upload now: it is no longer in flight.
+                    if outgoing.record.asset != nil { try store.removeTusUpload(path: path, endpoint: uploadEndpoint) }
                     if row.hasLocalChange {
                         // Changed again while in flight: the newer change stays queued.
                         continue
@@ -175,6 +200,8 @@ extension Replica {
                 case .refused:
                     let reason = result.problem?.description ?? "refused"
                     logger.error("server refused \(quoted(path)): \(reason)")
+                    // An asset the server does not take (its upload expired, say) is uploaded anew on retry.
+                    if outgoing.record.asset != nil { try store.removeTusUpload(path: path, endpoint: uploadEndpoint) }
                     try store.refuse(path, reason: reason)
                     report.refused.append(path)
                 }

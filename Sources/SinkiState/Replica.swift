@@ -72,7 +72,9 @@ public actor Replica {
     /// Which paths below each root are not synced.
     public internal(set) var ignores: [IgnoreRules]
     /// Files up to this size travel inline in their record.
-    public var inlineLimit: Int64 = 256 << 10
+    public internal(set) var inlineLimit: Int64 = 256 << 10
+    /// The tus endpoint larger files are uploaded to (`Replica+Uploads.swift`).
+    var uploadEndpoint = ""
     /// Enough for the batches a push pipeline holds; more only keeps memory busy on a big scan.
     static let pushCacheLimit = 16 << 20
     /// Local names that cannot be record paths (invalid UTF-8, a backslash), and special files.

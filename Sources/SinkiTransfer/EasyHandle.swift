@@ -365,7 +365,7 @@ final class EasyHandle {
             }
             received.append(contentsOf: data)
         case .file(let file):
-            tap?.received?(writePosition, data)
+            let start = writePosition
             var done = 0
             while done < data.count {
                 let wrote = pwrite(file.raw, data.baseAddress! + done, data.count - done, off_t(writePosition))
@@ -377,6 +377,8 @@ final class EasyHandle {
                 done += wrote
                 writePosition += Int64(wrote)
             }
+            // After the write: a reader of the file (a trailing hasher) finds these bytes there.
+            tap?.received?(start, data)
         }
         return data.count
     }

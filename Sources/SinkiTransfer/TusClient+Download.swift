@@ -15,30 +15,55 @@ extension TusClient {
             do throws(TusError) {
                 var have: Int64 = 0
                 var info = Glibc.stat()
-                if stat(temporaryPath, &info) == 0 { have = Int64(info.st_size) }
+                if stat(temporaryPath, &info) == 0 {
+                    have = Int64(info.st_size)
+                } else {
+                    // Made now, so the hasher can open it before the first byte lands.
+                    let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+                    guard fd >= 0 else { throw TusError.io(SystemError("open", errno: errno, path: temporaryPath)) }
+                    close(fd)
+                }
                 if have > size {
                     truncate(temporaryPath, 0)
                     have = 0
                 }
-                // What an earlier try left is read once; the rest is hashed as it arrives.
+                // What an earlier try left is read once; the rest is hashed on the thread pool as it
+                // lands in the file, never on the loop.
                 let digest = SendableDigest()
                 do { try await Self.hashRange(temporaryPath, from: 0, to: have, into: digest) } catch { throw Self.map(error) }
-                let hasher = StreamHasher(digest: digest, position: have)
+                let hasher = TrailingHasher(path: temporaryPath, digest: digest, from: have)
+                let hashing = Task.detached { try await hasher.run() }
+                var outcome: Result<HTTPResponse, TusError>?
+                let arrived = ByteCount()
                 if have < size {
                     var request = HTTPRequest(url: url, headers: server.headers, bearerToken: server.bearerToken, stallTimeout: options.stallTimeout)
                     if options.maxRate > 0 { request.maxRate = options.maxRate }
-                    let response = try await send(request, sink: .file(path: temporaryPath, offset: have), progress: progress,
-                                                  tap: HTTPTap(received: { offset, bytes in hasher.feed(offset, bytes) }))
-                    guard response.isSuccess else {
-                        if response.status == 416 { truncate(temporaryPath, 0) }
-                        throw Self.failure(response, url: url, step: "downloading")
+                    do {
+                        outcome = .success(try await send(request, sink: .file(path: temporaryPath, offset: have), progress: progress,
+                                                          tap: HTTPTap(received: { offset, bytes in
+                                                              arrived.value += Int64(bytes.count)
+                                                              hasher.advance(to: offset + Int64(bytes.count))
+                                                          })))
+                    } catch {
+                        outcome = .failure(error)
                     }
-                    received += max(0, hasher.position - have)
                 }
                 var now = Glibc.stat()
-                guard stat(temporaryPath, &now) == 0 else { throw TusError.io(SystemError("stat", errno: errno, path: temporaryPath)) }
-                if hasher.position < Int64(now.st_size) {
-                    do { try await Self.hashRange(temporaryPath, from: hasher.position, to: Int64(now.st_size), into: digest) } catch { throw Self.map(error) }
+                let statFailed = stat(temporaryPath, &now) != 0 ? errno : 0
+                hasher.finish(at: statFailed == 0 ? Int64(now.st_size) : 0)
+                let hashed: Int64
+                do { hashed = try await hashing.value } catch { throw Self.map(error) }
+                switch outcome {
+                case .failure(let error)?: throw error
+                case .success(let response)? where !response.isSuccess:
+                    if response.status == 416 { truncate(temporaryPath, 0) }
+                    throw Self.failure(response, url: url, step: "downloading")
+                default: break
+                }
+                received += arrived.value
+                guard statFailed == 0 else { throw TusError.io(SystemError("stat", errno: statFailed, path: temporaryPath)) }
+                if hashed < Int64(now.st_size) {
+                    do { try await Self.hashRange(temporaryPath, from: hashed, to: Int64(now.st_size), into: digest) } catch { throw Self.map(error) }
                 }
                 let actual = digest.finishHex()
                 guard Int64(now.st_size) == size, actual == sha256.lowercased() else {
@@ -52,4 +77,9 @@ extension TusClient {
             }
         }
     }
+}
+
+/// Bytes counted by a loop callback and read after the transfer, on the same loop.
+private final class ByteCount {
+    var value: Int64 = 0
 }

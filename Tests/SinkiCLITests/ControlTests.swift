@@ -170,9 +170,11 @@ import Testing
     @Test func aChangeTheServerRefusesWaitsForRetry() async throws {
         let cluster = Cluster("sinki-retry")
         try cluster.startServer()
-        let a = try cluster.startAgent("a")
+        // Sent inline although it is over the server's 64 MiB inline limit: refused as too large.
+        let conf = cluster.directory.child("inline.conf")
+        try put(conf, "[transfer]\ninline-max = 128MiB\n")
+        let a = try cluster.startAgent("a", extra: ["--config", conf])
         let state = cluster.directory.child("a") + "/state"
-        // Over the server's 64 MiB inline limit: refused as too large (until tus carries it).
         try put(cluster.root("a") + "/huge.bin", size: 65 << 20)
         var change = JSONValue.null
         try await waitUntil("the refusal", timeout: 20) {

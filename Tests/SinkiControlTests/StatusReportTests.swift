@@ -22,7 +22,8 @@ import Testing
             remote: RemoteSummary(upToDate: false, position: "s1f0c3a.1041"),
             skipped: SkippedSummary(count: 1, paths: ["SaveGames/fifo"]),
             ignored: 3,
-            transfers: [TransferStatus(path: "SaveGames/video.mkv", direction: .upload, done: 12 << 20, total: 26 << 20, rate: 3.5 * 1048576)],
+            transfers: [TransferStatus(path: "SaveGames/video.mkv", direction: .upload, done: 12 << 20, total: 26 << 20, rate: 3.5 * 1048576),
+                        TransferStatus(path: "SaveGames/huge.iso", direction: .download, done: 0, total: 4 << 30, rate: 0, failed: "gave up after 10 attempts")],
             conflicts: [ConflictEntry(path: "SaveGames/db.kdbx", remoteDevice: "desktop", detectedAt: now - 7_200_000_000_000)])
     }()
 
@@ -31,6 +32,14 @@ import Testing
         let json = Self.full.json
         #expect(schema.problems(json) == [])
         #expect(try StatusReport(json: json) == Self.full)
+    }
+
+    @Test func aMovingTransferCarriesItsTimeLeft() throws {
+        guard case let .array(transfers)? = Self.full.json["transfers"] else { Issue.record("no transfers"); return }
+        // 14 MiB left at 3.5 MiB/s.
+        #expect(transfers.first?["eta"] == .double(4))
+        #expect(transfers.last?["eta"] == .null)
+        #expect(transfers.last?["failed"] == .string("gave up after 10 attempts"))
     }
 
     @Test func theSchemaCatchesWhatIsWrong() throws {

@@ -127,12 +127,13 @@ public struct ConvergenceFailed: Error, CustomStringConvertible {
 }
 
 extension Cluster {
-    /// The server's records at `prefix` or below (tombstones included), read with curl.
-    public func serverRecords(_ prefix: String = "SaveGames", server: String? = nil) throws -> [Record] {
+    /// The server's records at `prefix` or below (tombstones included), read with curl; with
+    /// `withData`, inline content too.
+    public func serverRecords(_ prefix: String = "SaveGames", server: String? = nil, withData: Bool = false) throws -> [Record] {
         var records: [Record] = []
         var after = ""
         while true {
-            let url = (server ?? serverURL) + "/v1/records?limit=10000&path=\(prefix)" + (after.isEmpty ? "" : "&after=" + (after.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? after))
+            let url = (server ?? serverURL) + "/v1/records?limit=10000&path=\(prefix)" + (withData ? "&data=1" : "") + (after.isEmpty ? "" : "&after=" + (after.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? after))
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
             process.arguments = ["-sS", "--fail", url]

@@ -1,0 +1,62 @@
+import SinkiControl
+import SinkiSupport
+import SinkiTransfer
+
+/// The agent's tus transfers: uploads running, files moving either way (for status), and those that
+/// failed after their last attempt and wait for `sinkid retry`. Lives in the agent's actor.
+struct TransferBook {
+    /// A file moving now.
+    struct Moving {
+        var direction: TransferStatus.Direction
+        var total: Int64
+        var done: Int64 = 0
+        /// Where the rate is measured from: the first progress of this run (a resumed transfer's
+        /// earlier bytes do not count).
+        var since: (at: Int64, done: Int64)?
+    }
+
+    /// A transfer that gave up, with why.
+    struct Failure {
+        var direction: TransferStatus.Direction
+        var total: Int64
+        var reason: String
+    }
+
+    /// Created on first use; dropped by `sinkid retry` so that the server is asked again what it offers.
+    var client: TusClient?
+    var uploads: [String: Task<Void, Never>] = [:]
+    var choosingUploads = false
+    /// Keyed by `Key.of(direction, path)`.
+    var moving: [String: Moving] = [:]
+    var failed: [String: Failure] = [:]
+
+    enum Key {
+        static func of(_ direction: TransferStatus.Direction, _ path: String) -> String { direction.rawValue + ":" + path }
+        static func path(of key: String) -> String { String(key[key.index(after: key.firstIndex(of: ":")!)...]) }
+    }
+
+    mutating func progress(_ key: String, done: Int64) {
+        guard var entry = moving[key] else { return }
+        entry.done = min(entry.total, max(0, done))
+        if entry.since == nil { entry.since = (Clock.monotonic(), entry.done) }
+        moving[key] = entry
+    }
+
+    /// What `sinkid status` lists: files moving now, then the failed ones.
+    func statuses(now: Int64 = Clock.monotonic()) -> [TransferStatus] {
+        var out: [TransferStatus] = []
+        for (key, entry) in moving.sorted(by: { $0.key < $1.key }) {
+            var rate = 0.0
+            if let since = entry.since, now > since.at + 100_000_000 {
+                rate = Double(entry.done - since.done) / (Double(now - since.at) / 1e9)
+            }
+            out.append(TransferStatus(path: Key.path(of: key), direction: entry.direction, done: entry.done, total: entry.total,
+                                      rate: max(0, rate)))
+        }
+        for (key, failure) in failed.sorted(by: { $0.key < $1.key }) {
+            out.append(TransferStatus(path: Key.path(of: key), direction: failure.direction, done: 0, total: failure.total, rate: 0,
+                                      failed: failure.reason))
+        }
+        return out
+    }
+}

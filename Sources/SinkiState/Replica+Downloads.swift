@@ -1,0 +1,78 @@
+import Glibc
+import SinkiRecord
+import SinkiSupport
+
+/// An asset to download before the records of a page can be applied.
+public struct AssetFetch: Sendable, Equatable {
+    /// A path whose record names the asset (the first, when several share it).
+    public var path: String
+    public var asset: Asset
+    /// Where the bytes go while they arrive; a later try goes on from what it holds.
+    public var partialPath: String
+    /// Downloaded and checked already (an earlier try of the same page got it).
+    public var ready: Bool
+}
+
+/// Downloads live in the state folder as `downloads/SHA256.part` while they arrive, and as
+/// `downloads/SHA256` once their size and hash are checked; applying the record renames that file into
+/// place (a copy when the state folder is on another file system). Named by content, a download cut
+/// off by a restart goes on from where it stopped, and two paths with the same content fetch it once.
+extension Replica {
+    var downloadsDirectory: String {
+        let state = store.path.lastIndex(of: "/").map { String(store.path[..<$0]) } ?? "."
+        return state + "/downloads"
+    }
+
+    /// The assets `records` need that are not here already (`ready` when downloaded): for every file record
+    /// without inline content that will be written, a conflict included (its rule needs the bytes).
+    public func assetsToFetch(_ records: [Record]) throws -> [AssetFetch] {
+        var out: [AssetFetch] = []
+        var seen = Set<String>()
+        for record in records where !record.deleted && record.kind == .file && record.data == nil {
+            guard let asset = record.asset, asset.size > 0, !seen.contains(asset.sha256),
+                  let path = try? RecordPath(validating: record.path), let (root, relative) = locate(path),
+                  !isIgnored(root: root, relative: relative, isDirectory: false) else { continue }
+            if let row = try store.file(record.path) {
+                if record.changeTag > 0 && row.tag >= record.changeTag { continue }
+                if row.present && row.kind == .file && row.sha256 == asset.sha256 { continue }
+            }
+            if try isOwnUnacknowledgedPush(record) { continue }
+            // Renamed from a path that is here with these bytes: the apply renames it (the same test as
+            // its plan), nothing to fetch.
+            if record.movedFrom != nil, (try? safeRoots[root].stat(relative)) == .some(nil), try store.outboxEntry(record.path) == nil,
+               try renamePlan(record, root: root, relative: relative, row: try store.file(record.path)) != nil { continue }
+            seen.insert(asset.sha256)
+            out.append(AssetFetch(path: record.path, asset: asset, partialPath: downloadsDirectory + "/" + asset.sha256 + ".part",
+                                  ready: hasDownload(asset)))
+        }
+        if !out.isEmpty && mkdir(downloadsDirectory, 0o700) != 0 && errno != EEXIST {
+            throw SystemError("mkdir", errno: errno, path: downloadsDirectory)
+        }
+        return out
+    }
+
+    /// The partial file holds the asset, checked: it becomes the download the next apply uses.
+    public func downloadFinished(_ fetch: AssetFetch) throws {
+        let done = downloadsDirectory + "/" + fetch.asset.sha256
+        try syscall("rename", path: fetch.partialPath) { rename(fetch.partialPath, done) }
+    }
+
+    /// Removes downloads the apply did not consume (their record lost to a newer one, say).
+    public func discardDownloads(_ fetches: [AssetFetch]) {
+        for fetch in fetches { unlink(downloadsDirectory + "/" + fetch.asset.sha256) }
+    }
+
+    /// Whether the checked download of `asset` is waiting in the state folder.
+    func hasDownload(_ asset: Asset) -> Bool {
+        var info = Glibc.stat()
+        return lstat(downloadsDirectory + "/" + asset.sha256, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+            && Int64(info.st_size) == asset.size
+    }
+
+    /// Whether the record's bytes can be written now: inline, or an asset downloaded and checked.
+    func hasContent(_ record: Record) -> Bool {
+        if record.data != nil || record.size == 0 { return true }
+        if let asset = record.asset { return asset.sha256 == record.sha256 && hasDownload(asset) }
+        return false
+    }
+}

@@ -1,0 +1,186 @@
+"""W3: one 1 GiB file from A to B, until B has it verified in place.
+
+sinkid: a server and agents A and B on loopback, both idle and caught up; the file (random bytes, in
+the page cache) is renamed into A's root and the clock stops when B's file has its full size under its
+own name (sinkid renames a download into place only after its SHA-256 matched). A hashes it (scan),
+uploads it through tus, pushes the record; B downloads it, checks it and renames it into place.
+Peers, in the same sequence, each run: lsyncd (delay 0: a local rsync, no server), Unison, Syncthing
+(two instances on loopback), rclone bisync, and `cp` then fsync as the floor. Median and minimum of
+--runs runs; B's copy is compared with the original after each run. Big files are removed after each
+run (one inode each: no `recently_deleted` slowdown), their folders only at exit.
+"""
+import argparse, json, os, shutil, subprocess, sys, time
+import harness as h
+
+SIZE = 1 << 30
+NAME = "big.bin"
+
+
+def wait_file(path, size, timeout=120, interval=0.005):
+    """The moment `path` exists with `size` bytes (tools write elsewhere and rename into place)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.stat(path).st_size == size:
+                return time.monotonic()
+        except FileNotFoundError:
+            pass
+        time.sleep(interval)
+    raise TimeoutError(f"{path} did not reach {size} bytes")
+
+
+def same(a, b):
+    return subprocess.run(["cmp", "-s", a, b]).returncode == 0
+
+
+def staged(template, scratch):
+    """The template under a new name beside the roots: a hard link, so staging copies nothing."""
+    path = scratch("staged-" + NAME)
+    os.link(template, path)
+    return path
+
+
+def remove(*paths):
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def run_sinkid(template, scratch):
+    pair = h.SinkiPair(scratch, "W3")
+    a, b = os.path.join(pair.roots["A"], NAME), os.path.join(pair.roots["B"], NAME)
+    try:
+        source = staged(template, scratch)
+        t0 = time.monotonic()
+        os.rename(source, a)
+        t1 = wait_file(b, SIZE)
+        if not same(template, b):
+            raise RuntimeError("sinkid: B's file differs from A's")
+        return t1 - t0
+    finally:
+        pair.stop()
+        remove(a, b)
+
+
+def run_lsyncd(template, scratch):
+    a, b = scratch("a"), scratch("b")
+    os.makedirs(a)
+    os.makedirs(b)
+    conf = scratch("lsyncd.conf")
+    with open(conf, "w") as f:
+        f.write('settings { nodaemon = true, statusInterval = 3600 }\n'
+                f'sync {{ default.rsync, source = "{a}", target = "{b}", delay = 0 }}\n')
+    proc = h.Proc(["lsyncd", conf], scratch("lsyncd.log"))
+    try:
+        proc.wait_for(r"Startup of .* finished|Normal: Startup", timeout=30)
+        source = staged(template, scratch)
+        t0 = time.monotonic()
+        os.rename(source, os.path.join(a, NAME))
+        t1 = wait_file(os.path.join(b, NAME), SIZE)
+        return t1 - t0
+    finally:
+        proc.stop()
+        remove(os.path.join(a, NAME), os.path.join(b, NAME))
+
+
+def run_unison(template, scratch):
+    a, b = scratch("a"), scratch("b")
+    os.makedirs(a)
+    os.makedirs(b)
+    os.link(template, os.path.join(a, NAME))
+    env = dict(os.environ, UNISON=scratch("unison-home"))
+    try:
+        t0 = time.monotonic()
+        subprocess.run(["unison", a, b, "-batch", "-auto", "-silent", "-ui", "text", "-times"], check=True, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return time.monotonic() - t0
+    finally:
+        remove(os.path.join(a, NAME), os.path.join(b, NAME))
+
+
+def run_rclone(template, scratch):
+    a, b = scratch("a"), scratch("b")
+    os.makedirs(a)
+    os.makedirs(b)
+    os.link(template, os.path.join(a, NAME))
+    env = dict(os.environ, RCLONE_CONFIG=scratch("rclone.conf"), XDG_CACHE_HOME=scratch("cache"))
+    try:
+        t0 = time.monotonic()
+        subprocess.run(["rclone", "bisync", a, b, "--resync", "-q"], check=True, env=env)
+        return time.monotonic() - t0
+    finally:
+        remove(os.path.join(a, NAME), os.path.join(b, NAME))
+
+
+def run_syncthing(template, scratch):
+    import syncthing_pair
+    pair = syncthing_pair.Pair(scratch, "w3")
+    a, b = os.path.join(pair.roots[0], NAME), os.path.join(pair.roots[1], NAME)
+    try:
+        source = staged(template, scratch)
+        t0 = time.monotonic()
+        os.rename(source, a)
+        t1 = wait_file(b, SIZE, timeout=300)
+        return t1 - t0
+    finally:
+        pair.stop()
+        remove(a, b)
+
+
+def run_cp(template, scratch):
+    target = scratch(NAME)
+    try:
+        t0 = time.monotonic()
+        subprocess.run(["cp", template, target], check=True)
+        subprocess.run(["sync", target], check=True)
+        return time.monotonic() - t0
+    finally:
+        remove(target)
+
+
+PEERS = [("sinkid", run_sinkid, None), ("lsyncd (delay 0)", run_lsyncd, "lsyncd"), ("unison", run_unison, "unison"),
+         ("syncthing", run_syncthing, "syncthing"), ("rclone bisync", run_rclone, "rclone"), ("cp + fsync", run_cp, "cp")]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", help="comma-separated tools to run")
+    parser.add_argument("--json", help="write results here")
+    args = parser.parse_args()
+    template_scratch = h.Scratch("w3-template")
+    template = template_scratch("1GiB.bin")
+    with open(template, "wb") as f:
+        for _ in range(SIZE >> 24):
+            f.write(os.urandom(1 << 24))
+    chosen = [p for p in PEERS if (p[2] is None or h.have(p[2])) and (not args.only or p[0].split()[0] in args.only.split(","))]
+    samples = {name: [] for name, _, _ in chosen}
+    try:
+        for run in range(args.runs):
+            for name, fn, _ in chosen:
+                scratch = h.Scratch("w3")
+                try:
+                    samples[name].append(fn(template, scratch))
+                except Exception as e:  # a peer that fails is reported, not fatal
+                    print(f"  {name}: run {run + 1} failed: {e}", file=sys.stderr)
+                finally:
+                    scratch.close()
+            print(f"  run {run + 1}/{args.runs}: " + ", ".join(f"{n} {samples[n][-1]:.3f}s" for n, _, _ in chosen if samples[n]),
+                  flush=True)
+    finally:
+        remove(template)
+        template_scratch.close()
+    rows = [h.summarize(name, samples[name]) for name, _, _ in chosen]
+    h.print_table("W3: one 1 GiB file, A to B, verified in place (goal: sinkid <= 2.5 s)", rows)
+    ours = rows[0] if rows and rows[0] and rows[0]["name"] == "sinkid" else None
+    if ours:
+        print(f"\n  goal: sinkid <= 2.5 s: median {ours['median']:.2f} s {'met' if ours['median'] <= 2.5 else 'NOT met'}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([r for r in rows if r], f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
