@@ -28,7 +28,7 @@ extension Agent {
         let body: [UInt8]
         do {
             batch = try await replica.nextBatch(limit: configuration.batchRecords, maxBytes: configuration.batchBytes,
-                                                excluding: inFlightPaths, excludingRoots: Set(control.safetyStops.keys))
+                                                excluding: inFlightPaths.union(merge.settlingPaths), excludingRoots: Set(control.safetyStops.keys))
             let records = batch.map(\.record)
             body = try await Blocking.run { ModifyRequest(records: records).jsonBytes }
         } catch {
@@ -48,11 +48,7 @@ extension Agent {
             connected()
             let report = try await replica.acknowledge(batch, response.results)
             logger.debug("pushed \(report.saved) change(s), \(report.conflicts.count) conflict(s), \(report.refused.count) refused")
-            if !report.conflicts.isEmpty {
-                var settle = ApplyReport()
-                settle.conflicts = report.conflicts
-                try await self.settle(settle)
-            }
+            try await settleConflicts(report.conflicts)
         } catch let error as SyncError {
             if case .transport = error { disconnected(error) } else { logger.error("push failed: \(error)") }
         } catch {

@@ -62,12 +62,15 @@ public actor Agent {
     var exitCode = ExitCode.success
     /// The control socket, systemd, SIGHUP and pause (Agent+Control.swift).
     var control = AgentControl()
+    /// Merge rules, the engine and observers (Agent+Merge.swift).
+    var merge: AgentMerge
 
     public init(configuration: AgentConfiguration, loop: EventLoop, logger: Logger) {
         self.configuration = configuration
         self.loop = loop
         self.logger = logger
         serverURL = configuration.effectiveServerURL
+        merge = AgentMerge(configuration, logger: logger)
     }
 
     /// Runs until a signal or `stop()`; returns the process exit code.
@@ -192,6 +195,7 @@ public actor Agent {
 
     private func start() async {
         guard let replica else { return }
+        await openMergeState()
         do {
             try await replica.bindServer(feedKey)
             let started = Clock.monotonic()

@@ -55,8 +55,9 @@ enum RunCommand {
                                   server: arguments.value("server"), roots: arguments.values("root"),
                                   device: arguments.value("device"), logLevel: arguments.value("log-level"),
                                   tokenFile: arguments.value("token-file"), listen: arguments.value("listen"))
+        let environment = ProcessEnvironment.current()
         let resolved: ResolvedConfig
-        do { resolved = try ResolvedConfig.resolve(overrides, environment: .current()) } catch {
+        do { resolved = try ResolvedConfig.resolve(overrides, environment: environment) } catch {
             throw UsageError(error.description, code: error.exitCode)
         }
         let config = resolved.config
@@ -88,6 +89,10 @@ enum RunCommand {
         configuration.warnings = resolved.warnings
         configuration.rescanSeconds = Double(config.watch.rescan.components.seconds)
         configuration.logLevel = resolved.logLevel
+        configuration.mergeSections = config.mergeSections
+        configuration.mergeSettings = config.merge
+        configuration.observers = config.observers
+        configuration.environment = environment.variables
         return (configuration, resolved)
     }
 

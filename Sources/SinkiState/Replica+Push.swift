@@ -144,6 +144,7 @@ extension Replica {
             logger.error("server answered \(results.count) results for \(sent.count) records; will push again")
             return report
         }
+        var agreed: [Record] = []
         try store.transaction {
             for (outgoing, result) in zip(sent, results) {
                 let path = outgoing.record.path
@@ -159,6 +160,7 @@ extension Replica {
                     row.agree(with: saved)
                     row.movedFrom = nil
                     try store.saveFile(row)
+                    agreed.append(saved)
                     if row.hasLocalChange {
                         // Changed again while in flight: the newer change stays queued.
                         continue
@@ -180,6 +182,7 @@ extension Replica {
                 }
             }
         }
+        keepBases(agreed)
         return report
     }
 }
