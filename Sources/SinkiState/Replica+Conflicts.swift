@@ -135,6 +135,9 @@ extension Replica {
         }
         if !noLongerLocal.isEmpty {
             let applied = try apply(noLongerLocal, token: nil)
+            for record in noLongerLocal where !applied.refused.contains(record.path) && !applied.needContent.contains(where: { $0.path == record.path }) {
+                try dropWaiting(record.path, why: "the local change went away; the version from \(record.device) is taken")
+            }
             out.report.applied += applied.applied
             out.report.refused += applied.refused
             out.report.needContent += applied.needContent
@@ -153,6 +156,9 @@ extension Replica {
         var out = ConflictSettlement()
         var plans: [PlannedWrite] = []
         var written = Set<Int>()
+        // Rows recorded once what they describe is durable: after the writes and one syncfs per root.
+        var rows: [KnownFile] = []
+        var agreed: [(record: Record, root: Int, relative: String)] = []
         for (item, outcome) in decided {
             let remote = item.remote
             guard let (root, relative) = locate(item.path) else { continue }
@@ -187,20 +193,18 @@ extension Replica {
                                           event: event))
             case let .keepLocal(keepRemoteCopy):
                 if keepRemoteCopy && !remote.deleted && remote.kind == .file {
-                    guard let copy = try writeRemoteAside(remote, root: root, relative: relative) else {
+                    guard let copy = writeRemoteAside(remote, root: root, relative: relative) else {
                         out.report.refused.append(remote.path)
                         continue
                     }
                     written.insert(root)
-                    logger.warning("conflict on \(quoted(remote.path)): kept the version from \(remote.device) as \(quoted(copy))")
+                    rows.append(copy)
+                    logger.warning("conflict on \(quoted(remote.path)): kept the version from \(remote.device) as \(quoted(copy.path))")
                 }
                 var row = item.row
                 basedOn(remote, &row, path: item.path)
-                try store.transaction {
-                    try store.saveFile(row)
-                    try store.enqueue(row.path)
-                }
-                keepBase(remote, root: root, relative: relative)
+                rows.append(row)
+                agreed.append((remote, root, relative))
                 if let event {
                     out.report.applied.append(AppliedChange(path: remote.path, event: event, localPath: localPath, type: remote.type))
                 }
@@ -219,11 +223,8 @@ extension Replica {
                 row.observe(mergedStat)
                 row.sha256 = Digest.sha256Hex(bytes)
                 basedOn(remote, &row, path: item.path)
-                try store.transaction {
-                    try store.saveFile(row)
-                    try store.enqueue(row.path)
-                }
-                keepBase(remote, root: root, relative: relative)
+                rows.append(row)
+                agreed.append((remote, root, relative))
                 out.report.applied.append(AppliedChange(path: remote.path, event: .merged, localPath: localPath, type: row.type))
             case .ask:
                 let kept: Bool
@@ -242,6 +243,14 @@ extension Replica {
         for root in written {
             do { try safeRoots[root].syncFileSystem() } catch { logger.warning("\(error)") }
         }
+        // Each of these is a local version to send (kept, merged, or a copy kept aside).
+        try store.transaction {
+            for row in rows {
+                try store.saveFile(row)
+                try store.enqueue(row.path)
+            }
+        }
+        for (record, root, relative) in agreed { keepBase(record, root: root, relative: relative) }
         if !plans.isEmpty {
             let results = try execute(plans, report: &out.report)
             try store.transaction {
@@ -321,9 +330,9 @@ extension Replica {
         }
     }
 
-    /// Writes the remote version beside the path under a free conflict name (its writer's device)
-    /// and records it as a new local file, to be synced; returns the copy's record path.
-    private func writeRemoteAside(_ remote: Record, root: Int, relative: String) throws -> String? {
+    /// Writes the remote version beside the path under a free conflict name (its writer's device);
+    /// returns the row that records it as a new local file (saved by the caller once it is durable).
+    private func writeRemoteAside(_ remote: Record, root: Int, relative: String) -> KnownFile? {
         let bytes: [UInt8]
         do { bytes = try Self.content(of: remote) } catch {
             logger.error("refusing remote record \(quoted(remote.path)): \(error)")
@@ -347,11 +356,7 @@ extension Replica {
             let copyPath = recordPath(root: root, relative: copyRelative)
             var copy = KnownFile(path: copyPath, kind: .file, present: true, sha256: remote.sha256, type: typeFor(copyPath))
             copy.observe(stat)
-            try store.transaction {
-                try store.saveFile(copy)
-                try store.enqueue(copyPath)
-            }
-            return copyPath
+            return copy
         }
         return nil
     }
