@@ -58,14 +58,6 @@ extension Agent {
         control.notifier?.stopping()
     }
 
-    /// Remote changes just written to disk, for `sinkid watch` clients.
-    func publishApplied(_ applied: [AppliedChange]) {
-        guard !applied.isEmpty, let server = control.server else { return }
-        let now = Clock.now()
-        let events = applied.map { WatchEvent(path: $0.path, event: $0.event.rawValue, localPath: $0.localPath, type: $0.type, at: now) }
-        server.assumeIsolated { $0.publish(events) }
-    }
-
     /// One line for systemd's `STATUS=`.
     var serviceStatus: String {
         if !control.safetyStops.isEmpty { return "stopped for safety: \(control.safetyStops.values.sorted().joined(separator: "; ")); confirm with sinkid resume" }
@@ -88,9 +80,13 @@ extension Agent {
 
 extension Agent: ControlHandler {
     public func status() async -> StatusReport {
-        let facts: ReplicaStatus?
+        var facts: ReplicaStatus?
         var problem: String?
-        do { facts = try await replica?.statusFacts(limit: PendingSummary.listed) } catch {
+        var waiting: (conflicts: [WaitingConflict], held: Int) = ([], 0)
+        do {
+            facts = try await replica?.statusFacts(limit: PendingSummary.listed)
+            waiting = try await replica?.waitingConflicts() ?? ([], 0)
+        } catch {
             facts = nil
             problem = "cannot read the state database: \(error)"
         }
@@ -111,12 +107,15 @@ extension Agent: ControlHandler {
         } else if reachable == false {
             state = .error
             reason = "server \(serverURL) unreachable" + (logger.lastProblem.map { ": \($0.message)" } ?? "")
-        } else if !caughtUp || pendingCount > (facts?.refusedCount ?? 0) {
+        } else if !caughtUp || pendingCount > (facts?.refusedCount ?? 0) + waiting.held {
             state = .syncing
-            reason = caughtUp ? "\(pendingCount) local change(s) to send" : "reading the server's changes"
+            reason = caughtUp ? "\(pendingCount - waiting.held) local change(s) to send" : "reading the server's changes"
         } else {
             state = .upToDate
-            if let refused = facts?.refusedCount, refused > 0 { reason = "\(refused) change(s) refused by the server (sinkid retry)" }
+            var notes: [String] = []
+            if let refused = facts?.refusedCount, refused > 0 { notes.append("\(refused) change(s) refused by the server (sinkid retry)") }
+            if !waiting.conflicts.isEmpty { notes.append("\(waiting.conflicts.count) conflict(s) wait for sinkid resolve") }
+            if !notes.isEmpty { reason = notes.joined(separator: "; ") }
         }
         var roots: [RootStatus] = []
         for (index, root) in configuration.roots.enumerated() {
@@ -151,8 +150,8 @@ extension Agent: ControlHandler {
             // Ignore rules come with the watcher (issue 3); nothing is ignored yet but sinkid's own temporary files.
             ignored: 0,
             transfers: transfers.statuses(),
-            // Only the `ask` rule leaves conflicts for `resolve` (issue 5); every other is settled at once.
-            conflicts: [])
+            // Only the `ask` rule leaves conflicts for `resolve`; every other is settled when found.
+            conflicts: waiting.conflicts.map(ConflictEntry.init))
     }
 
     public func pause() async -> ControlAck {
@@ -217,12 +216,25 @@ extension Agent: ControlHandler {
     }
 
     public func conflicts() async throws(ControlError) -> [ConflictEntry] {
-        // Every rule but `ask` (issue 5) settles a conflict when it is found; none waits here.
-        []
+        guard let replica else { throw ControlError(.unavailable, "the agent is not ready") }
+        do { return try await replica.waitingConflicts().conflicts.map(ConflictEntry.init) } catch {
+            throw ControlError(.failed, "cannot read the conflicts: \(error)")
+        }
     }
 
     public func resolve(path: String, keep: ResolveChoice) async throws(ControlError) -> ControlAck {
-        throw ControlError(.notFound, "no conflict waits at \(quoted(path)); only the ask rule leaves conflicts for resolve (sinkid conflicts lists them)")
+        guard let replica else { throw ControlError(.unavailable, "the agent is not ready") }
+        guard let choice = KeepChoice(rawValue: keep.rawValue) else { throw ControlError(.badRequest, "bug: unknown choice \(keep)") }
+        let result: (report: ApplyReport, message: String)?
+        do { result = try await replica.resolveWaiting(path, keep: choice) } catch {
+            throw ControlError(.failed, "cannot resolve \(quoted(path)): \(error)")
+        }
+        guard let result else {
+            throw ControlError(.notFound, "no conflict waits at \(quoted(path)); only the ask rule leaves conflicts for resolve (sinkid conflicts lists them)")
+        }
+        do { try await noteApplied(result.report) } catch { logger.error("\(error)") }
+        pumpPush()
+        return ControlAck(result.message)
     }
 
     public func checkWatch(_ path: WatchPath) async throws(ControlError) {
@@ -231,5 +243,17 @@ extension Agent: ControlHandler {
             let names = configuration.roots.map(\.name).joined(separator: ", ")
             throw ControlError(.notFound, "no root named \(quoted(name)) is synced here (roots: \(names))")
         }
+    }
+}
+
+extension ConflictEntry {
+    /// A conflict as the state database keeps it, as the control socket lists it.
+    public init(_ waiting: WaitingConflict) {
+        func version(_ side: ConflictSide) -> ConflictVersion {
+            ConflictVersion(device: side.device, deleted: side.deleted, size: side.size, sha256: side.sha256, modifiedAt: side.modifiedAt,
+                            copy: side.copy)
+        }
+        self.init(path: waiting.path, remoteDevice: waiting.remote.device, detectedAt: waiting.detectedAt, local: version(waiting.local),
+                  remote: version(waiting.remote))
     }
 }

@@ -68,33 +68,8 @@ extension Agent {
         if !fetched.isEmpty { await replica.discardDownloads(fetched) }
     }
 
-    /// Logs what an apply did and settles its conflicts.
+    /// Tells observers and watchers what an apply did, and settles its conflicts by their rules.
     func settle(_ report: ApplyReport) async throws {
-        guard let replica else { return }
-        if !report.applied.isEmpty {
-            logger.debug("applied \(report.applied.count) remote change(s)")
-            publishApplied(report.applied)
-        }
-        for root in await replica.takeRescans() {
-            handleWatch({ var batch = WatchBatch(); batch.changes = [WatchBatch.Change(root: root, relative: "", recursive: true)]; return batch }())
-        }
-        if !report.toCheck.isEmpty {
-            var batch = WatchBatch()
-            batch.changes = report.toCheck.map { WatchBatch.Change(root: $0.root, relative: $0.relative, recursive: true) }
-            handleWatch(batch)
-        }
-        if !report.conflicts.isEmpty {
-            let resolved = try await replica.resolveKeepingBoth(report.conflicts)
-            if !resolved.needContent.isEmpty, let client {
-                var fetched: [Conflict] = []
-                for record in resolved.needContent {
-                    if let full = try await client.record(at: record.path), let local = try await replica.knownFile(record.path) {
-                        fetched.append(Conflict(local: local, remote: full))
-                    }
-                }
-                _ = try await replica.resolveKeepingBoth(fetched)
-            }
-            pumpPush()
-        }
+        try await noteApplied(report)
     }
 }

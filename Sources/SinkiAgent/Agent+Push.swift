@@ -32,7 +32,7 @@ extension Agent {
         let body: [UInt8]
         do {
             batch = try await replica.nextBatch(limit: configuration.batchRecords, maxBytes: configuration.batchBytes,
-                                                excluding: inFlightPaths, excludingRoots: Set(control.safetyStops.keys))
+                                                excluding: inFlightPaths.union(merge.settlingPaths), excludingRoots: Set(control.safetyStops.keys))
             let records = batch.map(\.record)
             body = try await Blocking.run { ModifyRequest(records: records).jsonBytes }
         } catch {
@@ -59,9 +59,7 @@ extension Agent {
             if !report.conflicts.isEmpty {
                 // A large file's version from the server is downloaded before its conflict is settled.
                 let fetched = try await fetchAssets(report.conflicts.map(\.remote))
-                var settle = ApplyReport()
-                settle.conflicts = report.conflicts
-                try await self.settle(settle)
+                try await settleConflicts(report.conflicts)
                 if !fetched.isEmpty { await replica.discardDownloads(fetched) }
             }
         } catch let error as SyncError {

@@ -6,7 +6,8 @@ import SinkiSupport
 extension Agent {
     /// SIGHUP: reads the config again with the start-up flags. A config with an error is refused
     /// with its error line and the running settings stay. What can change live (log level, watch
-    /// delay) changes; anything else is logged as needing a restart.
+    /// delay, merge rules, `[merge]` settings, observers) changes; anything else is logged as
+    /// needing a restart.
     func reload() {
         guard let reloader = control.reloader else {
             logger.warning("SIGHUP: this agent was started without a config to read again")
@@ -20,11 +21,11 @@ extension Agent {
             let result = try? await Blocking.run { () -> Result<AgentReload, AgentError> in
                 do throws(AgentError) { return .success(try reloader()) } catch { return .failure(error) }
             }
-            self.finishReload(result)
+            await self.finishReload(result)
         }
     }
 
-    private func finishReload(_ result: Result<AgentReload, AgentError>?) {
+    private func finishReload(_ result: Result<AgentReload, AgentError>?) async {
         control.reloading = false
         defer { control.notifier?.ready(status: serviceStatus) }
         switch result {
@@ -44,6 +45,11 @@ extension Agent {
             if let watcher, watcher.delayMilliseconds != delay {
                 watcher.delayMilliseconds = delay
                 applied.append("watch delay \(delay) ms")
+            }
+            if let old = control.settings?.config, old.merge != new.settings.config.merge || old.mergeSections != new.settings.config.mergeSections
+                || old.observers != new.settings.config.observers {
+                await reloadMerge(new.configuration)
+                applied.append("merge rules and observers")
             }
             let restart = control.settings.map { Self.needingRestart($0, new.settings) } ?? []
             control.settings = new.settings
@@ -65,8 +71,6 @@ extension Agent {
         if a.roots != b.roots { out.append("roots") }
         if a.transfer != b.transfer { out.append("[transfer]") }
         if a.watch.rescan != b.watch.rescan { out.append("[watch] rescan") }
-        if a.merge != b.merge || a.mergeSections != b.mergeSections { out.append("merge rules") }
-        if a.observers != b.observers { out.append("[observe] sections") }
         if old.stateDirectory != new.stateDirectory { out.append("the state folder") }
         return out
     }

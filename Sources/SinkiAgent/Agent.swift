@@ -67,12 +67,15 @@ public actor Agent {
     var control = AgentControl()
     /// Large files moving through tus (Agent+Transfers.swift).
     var transfers = TransferBook()
+    /// Merge rules, the engine and observers (Agent+Merge.swift).
+    var merge: AgentMerge
 
     public init(configuration: AgentConfiguration, loop: EventLoop, logger: Logger) {
         self.configuration = configuration
         self.loop = loop
         self.logger = logger
         serverURL = configuration.effectiveServerURL
+        merge = AgentMerge(configuration, logger: logger)
     }
 
     /// Runs until a signal or `stop()`; returns the process exit code.
@@ -207,6 +210,7 @@ public actor Agent {
 
     private func start() async {
         guard let replica else { return }
+        await openMergeState()
         do {
             try await replica.bindServer(feedKey)
             try await replica.recoverInterruptedApply()

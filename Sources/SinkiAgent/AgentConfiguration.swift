@@ -1,3 +1,4 @@
+import SinkiConfig
 import SinkiRecord
 import SinkiState
 import SinkiSupport
@@ -29,6 +30,14 @@ public struct AgentConfiguration: Sendable {
     public var warnings: [String] = []
     /// `[transfer]`: how large files move (docs/configuration.md).
     public var transfer = TransferOptions()
+    /// `[merge PATTERNS]` sections, in file order: the first that matches a path settles its conflicts.
+    public var mergeSections: [MergeSection] = []
+    /// `[merge]`: how long merge commands may run, and the base cache's budget.
+    public var mergeSettings = MergeSettings()
+    /// `[observe PATH]` sections.
+    public var observers: [ObserverSettings] = []
+    /// The environment merge commands and observers start with (the agent's own).
+    public var environment: [String: String] = [:]
 
     public init(roots: [RootSpec], serverURL: String? = nil, listen: String = "127.0.0.1:7071", stateDirectory: String,
                 device: String, token: String? = nil, watchDelayMilliseconds: UInt64 = 50, pollWaitSeconds: Int = 300,

@@ -81,7 +81,8 @@ enum ControlCommands {
             let list = try ConflictEntry.list(json: result)
             if list.isEmpty { return "no conflicts wait for sinkid resolve" }
             let now = Clock.now()
-            return list.map { "\($0.path)  (with \($0.remoteDevice), \(Format.ago($0.detectedAt, now: now)))" }.joined(separator: "\n")
+            return (list.flatMap { Format.conflict($0, now: now) }
+                + ["settle one with sinkid resolve PATH --keep local|remote|both"]).joined(separator: "\n")
         default:
             return try ControlAck(json: result).message
         }

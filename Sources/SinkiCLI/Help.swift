@@ -130,8 +130,9 @@ enum Help {
     static let conflicts = """
         usage: sinkid conflicts [--state DIR] [--json]
 
-        Lists the conflicts the ask merge rule left for sinkid resolve. Every other rule settles a
-        conflict when it is found. \(notRunning)
+        Lists the conflicts the ask merge rule left for sinkid resolve, with both versions and where
+        the agent kept a copy of each. Every other rule settles a conflict when it is found.
+        \(notRunning)
 
         options:
         \(stateOption)
@@ -142,10 +143,12 @@ enum Help {
     static let resolve = """
         usage: sinkid resolve PATH --keep local|remote|both [--state DIR] [--json]
 
-        Settles the conflict at PATH (a record path from sinkid conflicts). \(notRunning)
+        Settles the conflict at PATH (a record path from sinkid conflicts): local sends the file as
+        it is now over the other version, remote writes the other version at PATH, both keeps the
+        local file as a conflict copy and writes the other version at PATH. \(notRunning)
 
         options:
-          --keep SIDE          local, remote, or both (the local one kept as a conflict copy)
+          --keep SIDE          local, remote, or both
         \(stateOption)
         \(jsonOption)
         \(helpOption)

@@ -55,8 +55,9 @@ enum RunCommand {
                                   server: arguments.value("server"), roots: arguments.values("root"),
                                   device: arguments.value("device"), logLevel: arguments.value("log-level"),
                                   tokenFile: arguments.value("token-file"), listen: arguments.value("listen"))
+        let environment = ProcessEnvironment.current()
         let resolved: ResolvedConfig
-        do { resolved = try ResolvedConfig.resolve(overrides, environment: .current()) } catch {
+        do { resolved = try ResolvedConfig.resolve(overrides, environment: environment) } catch {
             throw UsageError(error.description, code: error.exitCode)
         }
         let config = resolved.config
@@ -93,6 +94,10 @@ enum RunCommand {
         configuration.transfer.parallel = config.transfer.parallel
         configuration.transfer.attempts = config.transfer.attempts
         configuration.transfer.maxRate = config.transfer.maxRate ?? 0
+        configuration.mergeSections = config.mergeSections
+        configuration.mergeSettings = config.merge
+        configuration.observers = config.observers
+        configuration.environment = environment.variables
         return (configuration, resolved)
     }
 

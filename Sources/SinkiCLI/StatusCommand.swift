@@ -1,5 +1,6 @@
 import Glibc
 import SinkiConfig
+import SinkiAgent
 import SinkiControl
 import SinkiRecord
 import SinkiState
@@ -99,6 +100,7 @@ struct OfflineStatus {
                               attempts: row.attempts, refused: row.lastError)
             }
             report.pending = PendingSummary(count: count, refused: refused, changes: changes)
+            report.conflicts = try StatusQueries.conflicts(database).map(ConflictEntry.init)
             let feed = try StatusQueries.feed(database)
             report.remote = RemoteSummary(upToDate: nil, position: feed.token)
             if let server = feed.server {

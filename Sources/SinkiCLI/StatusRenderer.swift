@@ -78,9 +78,7 @@ struct StatusRenderer {
         for transfer in report.transfers { out.append("  " + render(transfer)) }
 
         out.append("conflicts: " + (report.conflicts.isEmpty ? "none" : "\(report.conflicts.count) (sinkid resolve PATH --keep local|remote|both)"))
-        for conflict in report.conflicts {
-            out.append("  \(conflict.path)  with \(conflict.remoteDevice), \(Format.ago(conflict.detectedAt, now: now))")
-        }
+        for conflict in report.conflicts { out += Format.conflict(conflict, now: now).map { "  " + $0 } }
         return out.joined(separator: "\n")
     }
 

@@ -91,7 +91,7 @@ public actor ControlServer {
         for session in sessions.values {
             guard let path = session.watching else { continue }
             var out: [UInt8] = []
-            for event in events where path.matches(event.path) { out += ControlResponse.line(event.json) }
+            for event in events where path.matches(event.path) { out += event.line }
             if out.isEmpty { continue }
             if session.connection.pendingWriteBytes > Self.maxWatchBacklog {
                 logger.warning("dropping a watch client (pid \(session.peerPID)) that does not read its events")

@@ -149,11 +149,13 @@ extension TransferStatus {
 extension ConflictEntry {
     /// As `conflicts` and status list it.
     public var json: JSONValue {
-        .object([("path", .string(path)), ("remoteDevice", .string(remoteDevice)), ("detectedAt", .time(detectedAt))])
+        .object([("path", .string(path)), ("remoteDevice", .string(remoteDevice)), ("detectedAt", .time(detectedAt)),
+                 ("local", local.json), ("remote", remote.json)])
     }
 
     init(_ fields: JSONFields) throws(ControlError) {
-        self.init(path: try fields.string("path"), remoteDevice: try fields.string("remoteDevice"), detectedAt: try fields.time("detectedAt"))
+        self.init(path: try fields.string("path"), remoteDevice: try fields.string("remoteDevice"), detectedAt: try fields.time("detectedAt"),
+                  local: try ConflictVersion(fields.object("local")), remote: try ConflictVersion(fields.object("remote")))
     }
 
     /// Reads the result of `conflicts`: `{"conflicts": […]}`.
@@ -161,5 +163,17 @@ extension ConflictEntry {
         var out: [ConflictEntry] = []
         for item in try JSONFields(json, what: "result").array("conflicts") { out.append(try ConflictEntry(JSONFields(item, what: "conflict"))) }
         return out
+    }
+}
+
+extension ConflictVersion {
+    public var json: JSONValue {
+        .object([("device", .string(device)), ("deleted", .bool(deleted)), ("size", .int(size)), ("sha256", .string(sha256)),
+                 ("modifiedAt", .time(modifiedAt)), ("copy", .optional(copy))])
+    }
+
+    init(_ fields: JSONFields) throws(ControlError) {
+        self.init(device: try fields.string("device"), deleted: try fields.bool("deleted"), size: try fields.int("size"),
+                  sha256: try fields.string("sha256"), modifiedAt: try fields.time("modifiedAt"), copy: try fields.optionalString("copy"))
     }
 }

@@ -244,9 +244,36 @@ public struct ConflictEntry: Sendable, Equatable {
     /// The device whose version met ours.
     public var remoteDevice: String
     public var detectedAt: Int64
-    public init(path: String, remoteDevice: String, detectedAt: Int64) {
+    /// This machine's version when the conflict was found.
+    public var local: ConflictVersion
+    /// The other device's (the latest, if more came while it waited).
+    public var remote: ConflictVersion
+
+    public init(path: String, remoteDevice: String, detectedAt: Int64, local: ConflictVersion? = nil, remote: ConflictVersion? = nil) {
         self.path = path
         self.remoteDevice = remoteDevice
         self.detectedAt = detectedAt
+        self.local = local ?? ConflictVersion(device: "")
+        self.remote = remote ?? ConflictVersion(device: remoteDevice)
+    }
+}
+
+/// One version in a conflict: its facts, and where the agent kept a copy of it aside.
+public struct ConflictVersion: Sendable, Equatable {
+    public var device: String
+    public var deleted: Bool
+    public var size: Int64
+    public var sha256: String
+    public var modifiedAt: Int64
+    /// The copy in the agent's state folder; nil for a deleted version.
+    public var copy: String?
+
+    public init(device: String, deleted: Bool = false, size: Int64 = 0, sha256: String = "", modifiedAt: Int64 = 0, copy: String? = nil) {
+        self.device = device
+        self.deleted = deleted
+        self.size = size
+        self.sha256 = sha256
+        self.modifiedAt = modifiedAt
+        self.copy = copy
     }
 }

@@ -10,6 +10,9 @@ public struct FileContent: Sendable {
     public var bytes: [UInt8]?
     /// The file changed while it was read: the hash may mix two versions; read it again later.
     public var unstable: Bool
+    /// Another process has it open for writing and wrote to it lately: not read (no hash, no
+    /// bytes); looked at again when it is closed or quiet.
+    public var busy = false
 }
 
 /// Reads files below a root without following symlinks, hashing as the bytes stream.
@@ -27,6 +30,9 @@ public enum ContentReader {
         do { before = try file.stat() } catch { throw .system(error) }
         guard before.kind == .file else {
             throw .system(SystemError("read", errno: before.kind == .directory ? EISDIR : EINVAL, path: file.path))
+        }
+        if beingWritten(file.raw, modifiedAt: before.mtime) {
+            return FileContent(stat: before, sha256: "", bytes: nil, unstable: true, busy: true)
         }
         let digest = Digest()
         var bytes: [UInt8]?
@@ -53,6 +59,31 @@ public enum ContentReader {
         do { after = try file.stat() } catch { throw .system(error) }
         let unstable = after.size != before.size || after.mtime != before.mtime || after.ctime != before.ctime
         return FileContent(stat: after, sha256: digest.finishHex(), bytes: bytes, unstable: unstable)
+    }
+
+    /// How recently a file open for writing must have changed to count as still being written. A
+    /// file an application keeps open but leaves alone (a database, a log) is read after this long.
+    static let busyWindowNanoseconds: Int64 = 2_000_000_000
+
+    /// A lease break signals its holder with SIGIO, whose default action ends the process. The lease
+    /// lives for two system calls, but a writer opening the file in between must not kill us.
+    private static let ignoreLeaseBreaks: Void = { signal(SIGIO, SIG_IGN) }()
+
+    /// `F_SETLEASE` (fcntl.h hides it behind _GNU_SOURCE, which Swift's Glibc module does not set).
+    private static let setLease: Int32 = 1024
+
+    /// Whether another process has `fd`'s file open for writing and wrote to it lately, so that a
+    /// quiet moment is only a pause. The kernel grants a read lease only while no one has the file
+    /// open for writing; it is dropped at once. Where leases are not offered (not the owner, a file
+    /// system without them) the answer is no, and the quiet delay alone decides.
+    public static func beingWritten(_ fd: Int32, modifiedAt: Int64) -> Bool {
+        guard Clock.now() - modifiedAt < busyWindowNanoseconds else { return false }
+        _ = ignoreLeaseBreaks
+        if fcntl(fd, setLease, F_RDLCK) == 0 {
+            _ = fcntl(fd, setLease, F_UNLCK)
+            return false
+        }
+        return errno == EAGAIN
     }
 
     /// The target text of the symlink at `relative`.

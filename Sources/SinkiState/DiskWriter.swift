@@ -120,7 +120,7 @@ enum DiskWriter {
     }
 
     /// Copies a whole file in 1 MiB pieces (never all of it in memory).
-    private static func copy(from source: FileDescriptor, to target: FileDescriptor) throws(SystemError) {
+    static func copy(from source: FileDescriptor, to target: FileDescriptor) throws(SystemError) {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         var offset: Int64 = 0

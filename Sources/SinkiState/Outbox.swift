@@ -67,13 +67,16 @@ extension StateStore {
     }
 
     /// Like `outbox(limit:excluding:)`, with each entry's files row (nil when it has none), in one query.
+    /// A path whose conflict waits for `sinkid resolve` is held back: pushed, it would only be refused
+    /// as stale and asked about again.
     public func outboxWithFiles(limit: Int, excluding: Set<String>) throws -> [(OutboxEntry, KnownFile?)] {
         var out: [(OutboxEntry, KnownFile?)] = []
         let columns = Self.fileColumns.split(separator: ",").map { "f." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")
         try database.query("""
             SELECT o.path, o.queued_at, o.generation, o.attempts, o.last_error, f.path IS NOT NULL, \(columns)
             FROM outbox o LEFT JOIN files f ON f.path = o.path
-            WHERE o.last_error IS NULL ORDER BY o.queued_at, o.path LIMIT ?
+            WHERE o.last_error IS NULL AND NOT EXISTS (SELECT 1 FROM conflicts c WHERE c.path = o.path)
+            ORDER BY o.queued_at, o.path LIMIT ?
             """, limit + excluding.count) { row in
             let path = row.text(0)
             if excluding.contains(path) || out.count >= limit { return }

@@ -79,6 +79,7 @@ extension Replica {
             if let token { try store.setMeta(MetaKey.feedToken, token) }
         }
         let committed = Clock.monotonic()
+        keepBases(plans, results)
         func ms(_ from: Int64, _ to: Int64) -> String { String((to - from) / 1_000_000) }
         logger.debug("apply \(records.count): plan \(ms(started, planned)) ms, write+sync \(ms(planned, executed)) ms, commit \(ms(executed, committed)) ms")
         return report

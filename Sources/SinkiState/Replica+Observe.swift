@@ -269,6 +269,9 @@ extension Replica {
         var compressed: [Int: [UInt8]] = [:]
         for (offset, index) in toHash.enumerated() {
             switch contents[offset] {
+            case let .success((content, _)) where content.busy:
+                // Still being written: nothing is recorded until it is closed or quiet.
+                unstable.append((observations[index].root, observations[index].relative))
             case let .success((content, data)):
                 hashes[index] = content
                 if let data, !content.unstable { compressed[index] = data }

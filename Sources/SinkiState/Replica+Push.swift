@@ -124,6 +124,9 @@ extension Replica {
         try store.transaction {
             for (job, result) in zip(jobs, built) {
                 switch result {
+                case let .success((_, content)) where content?.busy == true:
+                    // Being written again: sent once it is closed or quiet, never half-done.
+                    unstable.append((job.root, job.relative))
                 case let .success((record, content)):
                     if let content, !content.sha256.isEmpty, content.sha256 != job.row.sha256 || !job.row.matches(content.stat) {
                         // Changed since it was hashed: the database follows what is being sent.
@@ -167,6 +170,7 @@ extension Replica {
             logger.error("server answered \(results.count) results for \(sent.count) records; will push again")
             return report
         }
+        var agreed: [Record] = []
         try store.transaction {
             for (outgoing, result) in zip(sent, results) {
                 let path = outgoing.record.path
@@ -184,6 +188,7 @@ extension Replica {
                     try store.saveFile(row)
                     // The record names the upload now: it is no longer in flight.
                     if outgoing.record.asset != nil { try store.removeTusUpload(path: path, endpoint: uploadEndpoint) }
+                    agreed.append(saved)
                     if row.hasLocalChange {
                         // Changed again while in flight: the newer change stays queued.
                         continue
@@ -207,6 +212,7 @@ extension Replica {
                 }
             }
         }
+        keepBases(agreed)
         return report
     }
 }

@@ -84,7 +84,7 @@ extension Replica {
             unstable.append((root, relative))
             return nil
         }
-        guard stat.kind == .file, row.matches(stat) else {
+        guard stat.kind == .file, row.matches(stat), !ContentReader.beingWritten(held.raw, modifiedAt: stat.mtime) else {
             unstable.append((root, relative))
             return nil
         }

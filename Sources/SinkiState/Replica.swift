@@ -1,5 +1,7 @@
 import Glibc
+import SinkiConfig
 import SinkiLoop
+import SinkiMerge
 import SinkiRecord
 import SinkiSupport
 import SinkiWatch
@@ -56,7 +58,13 @@ public actor Replica {
     let echoes: EchoFilter?
     let logger: Logger
     /// The merge type stamped on a file's record, chosen by its path (merge rules, issue 5).
-    let typeFor: @Sendable (String) -> String
+    var typeFor: @Sendable (String) -> String
+    /// Which `[merge]` rule settles a conflict on a path (a reload replaces them).
+    var rules = MergeRules()
+    /// Last shared versions of files whose rule merges three ways; nil until `openMergeState`.
+    var bases: BaseCache?
+    /// Where `ask` keeps both versions of a conflict aside (`STATE/conflicts`); nil until `openMergeState`.
+    var conflictsDirectory: String?
     /// Paths that changed while being read; the agent looks at them again after a delay.
     var unstable: [(root: Int, relative: String)] = []
     /// New files with temporary-looking names a walk skipped; looked at after their grace period.

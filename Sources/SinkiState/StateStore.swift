@@ -6,7 +6,7 @@ public final class StateStore {
     public let database: SQLiteDatabase
     public let path: String
 
-    static let schemaVersion = 3
+    static let schemaVersion = 4
 
     public init(path: String) throws(SQLiteError) {
         self.path = path
@@ -17,6 +17,7 @@ public final class StateStore {
     private func migrate() throws(SQLiteError) {
         let version = database.userVersion
         if version >= Self.schemaVersion { return }
+        // Every statement is IF NOT EXISTS, so an older database gains what it lacks (3: tus uploads, 4: the apply journal and conflicts).
         // Each file row holds two views of a path: what was last seen on disk (present, size, mtime,
         // inode, sha256) and the last version both this agent and the server agreed on (tag,
         // synced_*). A pending local change is a row whose two views differ, listed in outbox.
@@ -48,7 +49,7 @@ public final class StateStore {
                 sent_deleted INTEGER NOT NULL DEFAULT 0
             ) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-            """ + Self.tusUploadsSchema + Self.applyJournalSchema)
+            """ + Self.tusUploadsSchema + Self.applyJournalSchema + Self.conflictsSchema)
         try database.setUserVersion(Self.schemaVersion)
     }
 

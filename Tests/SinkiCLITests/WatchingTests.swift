@@ -162,8 +162,9 @@ import Testing
         var seenPartial = false
         for chunk in 0..<20 {
             handle.write(Data(repeating: UInt8(chunk), count: 4096))
-            // Shorter than the 50 ms quiet delay: the file is never quiet while it grows.
-            try await Task.sleep(nanoseconds: 10_000_000)
+            // Mostly shorter than the 50 ms quiet delay, and once much longer: a pause with the
+            // descriptor still open is not a finished file (the agent asks the kernel for a lease).
+            try await Task.sleep(nanoseconds: chunk == 10 ? 400_000_000 : 10_000_000)
             if let size = (try? FileManager.default.attributesOfItem(atPath: b + "/growing.bin"))?[.size] as? Int, size != 20 * 4096 { seenPartial = true }
         }
         try handle.close()

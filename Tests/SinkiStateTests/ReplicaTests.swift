@@ -1,4 +1,6 @@
 import Foundation
+import SinkiConfig
+import SinkiMerge
 import SinkiRecord
 import SinkiSupport
 import SinkiTestSupport
@@ -32,6 +34,30 @@ struct Fixture {
 
     func names(_ relative: String = "") -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: root + "/" + relative)) ?? []).sorted()
+    }
+
+    /// Opens the base cache and conflicts folder with one `[merge PATTERN]` rule.
+    func rules(_ pattern: String, _ rule: MergeRule) async throws {
+        let rules = MergeRules(sections: [MergeSection(patterns: [try Glob(pattern)], policy: MergePolicy(rule: rule), line: 1)])
+        try await replica.openMergeState(stateDirectory: directory.path, baseCacheLimit: 1 << 20, rules: rules)
+        // Records are stamped with the rule's name, as the agent's config does.
+        await replica.updateRules(rules, typeFor: { path in (try? RecordPath(validating: path)).map { rules.policy(for: $0).rule.rawValue } ?? "" },
+                                  baseCacheLimit: 1 << 20)
+    }
+
+    /// Settles conflicts as the agent does: prepared by the replica, decided by the engine under
+    /// the replica's rules (keep-both unless the test set some), carried out by the replica.
+    func settle(_ conflicts: [Conflict]) async throws -> ApplyReport {
+        let prepared = try await replica.prepareConflicts(conflicts)
+        let engine = MergeEngine(workDirectory: directory.child("merge"), environment: [:], logger: Logger(label: "test", level: .error))
+        var decided: [(PreparedConflict, MergeOutcome)] = []
+        for item in prepared.ready {
+            decided.append((item, await engine.resolve(path: item.path, policy: item.policy, local: item.local, remote: item.remoteVersion,
+                                                       base: item.base)))
+        }
+        var report = try await replica.carryOut(decided).report
+        report.applied = prepared.report.applied + report.applied
+        return report
     }
 }
 
@@ -149,7 +175,7 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         let report = try await fixture.replica.apply([remote("Saves/p.save", "remote edit", tag: 2)], token: nil)
         #expect(report.conflicts.count == 1)
         #expect(fixture.read("p.save") == "local edit") // nothing overwritten before the rule runs
-        let resolved = try await fixture.replica.resolveKeepingBoth(report.conflicts)
+        let resolved = try await fixture.settle(report.conflicts)
         #expect(resolved.applied.map(\.event) == [.conflict])
         #expect(fixture.read("p.save") == "remote edit")
         let copies = fixture.names().filter { $0.contains(".sync-conflict-") }
@@ -167,7 +193,7 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         _ = try await fixture.replica.apply([remote("Saves/k.save", "v1", tag: 1)], token: nil)
         try fixture.write("k.save", "edited here")
         let report = try await fixture.replica.apply([Record(path: "Saves/k.save", deleted: true, changeTag: 2)], token: nil)
-        _ = try await fixture.replica.resolveKeepingBoth(report.conflicts)
+        _ = try await fixture.settle(report.conflicts)
         #expect(fixture.read("k.save") == "edited here")
         let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
         #expect(batch.first?.record.baseTag == 2)
@@ -180,9 +206,49 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         _ = try await fixture.replica.apply([remote("Saves/k.save", "v1", tag: 1)], token: nil)
         try FileManager.default.removeItem(atPath: fixture.root + "/k.save")
         let report = try await fixture.replica.apply([remote("Saves/k.save", "v2", tag: 2)], token: nil)
-        _ = try await fixture.replica.resolveKeepingBoth(report.conflicts)
+        _ = try await fixture.settle(report.conflicts)
         #expect(fixture.read("k.save") == "v2")
         #expect(await fixture.replica.pendingCount == 0)
+    }
+
+    @Test func aMergeResultIsWrittenAndQueuedBasedOnTheRemoteVersion() async throws {
+        let fixture = try Fixture()
+        try await fixture.rules("*.txt", .union)
+        _ = try await fixture.replica.apply([remote("Saves/list.txt", "milk\neggs\n", tag: 1)], token: nil)
+        #expect(await fixture.replica.baseCacheUse.count == 1, "the shared version is kept as the base")
+        try fixture.write("list.txt", "milk\nbread\neggs\n")
+        let report = try await fixture.replica.apply([remote("Saves/list.txt", "milk\neggs\njam\n", tag: 2)], token: nil)
+        let settled = try await fixture.settle(report.conflicts)
+        #expect(settled.applied.map(\.event) == [.merged])
+        #expect(fixture.read("list.txt") == "milk\nbread\neggs\njam\n")
+        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        #expect(batch.map(\.record.baseTag) == [2])
+        #expect(batch.first?.record.type == "union")
+        #expect(try batch.first.map { try Deflate.decompress($0.record.data ?? [], expectedSize: Int($0.record.size)) } == Array("milk\nbread\neggs\njam\n".utf8))
+    }
+
+    @Test func askKeepsBothVersionsAsideHoldsTheEditAndResolveSettlesIt() async throws {
+        let fixture = try Fixture(device: "laptop")
+        try await fixture.rules("*.db", .ask)
+        _ = try await fixture.replica.apply([remote("Saves/s.db", "base", tag: 1)], token: nil)
+        try fixture.write("s.db", "local edit")
+        let report = try await fixture.replica.apply([remote("Saves/s.db", "remote edit", tag: 2, device: "desk")], token: nil)
+        let settled = try await fixture.settle(report.conflicts)
+        #expect(settled.applied.map(\.event) == [.conflict])
+        #expect(fixture.read("s.db") == "local edit", "nothing is overwritten")
+        let waiting = try await fixture.replica.waitingConflicts()
+        #expect(waiting.held == 1)
+        let conflict = try #require(waiting.conflicts.first)
+        #expect(conflict.remote.copy.flatMap(readFile) == "remote edit" && conflict.local.copy.flatMap(readFile) == "local edit")
+        #expect(conflict.local.copy?.hasSuffix("-laptop.db") == true && conflict.remote.copy?.hasSuffix("-desk.db") == true)
+        #expect(try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: []).isEmpty, "the edit waits for resolve")
+        #expect(try await fixture.replica.resolveWaiting("Saves/other.db", keep: .local) == nil)
+        let resolved = try #require(try await fixture.replica.resolveWaiting("Saves/s.db", keep: .remote))
+        #expect(resolved.report.applied.map(\.event) == [.changed])
+        #expect(fixture.read("s.db") == "remote edit")
+        #expect(await fixture.replica.pendingCount == 0)
+        #expect(try await fixture.replica.waitingConflicts().conflicts.isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: conflict.remote.copy ?? "/"))
     }
 
     @Test func sameContentOnBothSidesIsAdoptedWithoutAConflict() async throws {
@@ -362,5 +428,32 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         let report = try await restarted.apply([Record(path: "Saves/arrived.save", deleted: true, changeTag: 8)], token: nil)
         #expect(report.conflicts.isEmpty)
         #expect(!fixture.exists("arrived.save"))
+    }
+}
+
+/// A file another descriptor still writes is not read, whatever the quiet delay says.
+@Suite struct BusyFileTests {
+    @Test func aFileOpenForWritingIsBusyUntilClosed() throws {
+        let directory = TemporaryDirectory("sinki-busy")
+        let root = try SafeRoot(path: directory.path)
+        let fd = open(directory.child("growing.bin"), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        #expect(fd >= 0)
+        #expect(write(fd, "half", 4) == 4)
+        let during = try ContentReader.read(root, "growing.bin", keepBytes: true)
+        #expect(during.busy && during.unstable && during.bytes == nil)
+        close(fd)
+        let after = try ContentReader.read(root, "growing.bin", keepBytes: true)
+        #expect(!after.busy && !after.unstable)
+        #expect(after.bytes == Array("half".utf8))
+    }
+
+    @Test func aFileOnlyReadElsewhereIsNotBusy() throws {
+        let directory = TemporaryDirectory("sinki-busy-read")
+        try Data("done".utf8).write(to: URL(fileURLWithPath: directory.child("done.bin")))
+        let fd = open(directory.child("done.bin"), O_RDONLY | O_CLOEXEC)
+        defer { close(fd) }
+        let content = try ContentReader.read(try SafeRoot(path: directory.path), "done.bin", keepBytes: false)
+        #expect(!content.busy)
+        #expect(content.sha256 == Digest.sha256Hex(Array("done".utf8)))
     }
 }
