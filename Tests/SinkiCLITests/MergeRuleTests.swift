@@ -190,6 +190,49 @@ import Testing
         #expect(tombstone.deleted && tombstone.device == "a")
         try await scenario.expectNoLoop()
     }
+
+    /// Files above `inline-max` travel through tus: their remote version is a checked download, and
+    /// every rule reads it from there (a copy kept aside, a union, a version kept for `resolve`).
+    @Test func largeFilesFromTusAreSettledByTheirRulesToo() async throws {
+        let scenario = try MergeScenario("sinki-large-merge", config: """
+            [transfer]
+            inline-max = 4KiB
+
+            [merge *.sav]
+            rule = keep-both
+
+            [merge *.log]
+            rule = union
+
+            [merge *.db]
+            rule = ask
+            """)
+        func big(_ tag: String) -> String { (0..<800).map { "\(tag) line \($0) of a large file\n" }.joined() }
+        let log = big("shared")
+        try await scenario.share(["slot.sav": big("base"), "events.log": log, "world.db": big("base")])
+        try await scenario.editBothSides(a: ["slot.sav": .write(big("a")), "events.log": .write(log + "added on a\n"), "world.db": .write(big("a"))],
+                                         b: ["slot.sav": .write(big("b")), "events.log": .write(log + "added on b\n"), "world.db": .write(big("b"))])
+        // The ask rule keeps both versions aside (the remote one copied from its download) until resolve.
+        try await waitUntil("b to list the conflict on world.db", timeout: 15) { try scenario.conflictCount() == 1 }
+        guard case let .array(listed)? = try scenario.onB(["conflicts", "--json"]).json()["conflicts"],
+              case let .string(remoteCopy)? = listed.first?["remote"]?["copy"] else {
+            Issue.record("no copy of a's world.db kept for resolve")
+            return
+        }
+        #expect(readFile(remoteCopy) == big("a"))
+        #expect(readFile(scenario.b + "/world.db") == big("b"))
+        #expect(try scenario.onB(["resolve", "SaveGames/world.db", "--keep", "remote"]).code == 0)
+        try await scenario.converge { _ in
+            scenario.copies(of: "slot.sav").count == 1 && (readFile(scenario.a + "/events.log")?.contains("added on b") ?? false)
+                && readFile(scenario.b + "/world.db") == big("a")
+        }
+        #expect(readFile(scenario.a + "/slot.sav") == big("a"))
+        let copy = try #require(scenario.copies(of: "slot.sav").first)
+        #expect(readFile(scenario.a + "/" + copy) == big("b"))
+        let merged = readFile(scenario.b + "/events.log") ?? ""
+        #expect(merged.hasPrefix(log) && merged.contains("added on a\n") && merged.contains("added on b\n"))
+        try await scenario.expectNoLoop()
+    }
 }
 
 /// Merge rules and observers follow a config reload; a bad config is refused at start and on reload.
