@@ -11,7 +11,12 @@ extension Agent {
     /// Starts pushing queued local changes if there are any and nothing stops it.
     func pumpPush() {
         pumpUploads()
-        guard caughtUp, !stopping, !control.paused, reachable == true, !preparingPush, pushTasks.count < Self.pushDepth else { return }
+        if preparingPush {
+            // The batch being read may have been read before what asked for this: ask once more.
+            pushWanted = true
+            return
+        }
+        guard caughtUp, !stopping, !control.paused, reachable == true, pushTasks.count < Self.pushDepth else { return }
         preparingPush = true
         let id = nextPushID
         nextPushID += 1
@@ -41,8 +46,10 @@ extension Agent {
             return
         }
         preparingPush = false
+        let wanted = pushWanted
+        pushWanted = false
         if batch.isEmpty {
-            sent = false
+            sent = wanted
             if pushTasks.count <= 1 { trimMemory() } // the end of a burst
             return
         }

@@ -51,6 +51,8 @@ public actor Agent {
     var pushTasks: [Int: Task<Void, Never>] = [:]
     var nextPushID = 0
     var preparingPush = false
+    /// A push was asked for while a batch was being read (see `pumpPush`).
+    var pushWanted = false
     var inFlightPaths = Set<String>()
     var finished: CheckedContinuation<ExitCode, Never>?
     /// Watcher batches waiting for the replica; one look at the disk runs at a time, and batches
