@@ -20,6 +20,7 @@ extension StateStore {
     }
 
     public func saveFile(_ file: KnownFile) throws(SQLiteError) {
+        fileWrites &+= 1
         try database.run("""
             INSERT INTO files(path, kind, present, size, mtime, ctime, inode, mode, sha256, type, tag, synced_sha256, synced_deleted, moved_from)
             VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -32,6 +33,7 @@ extension StateStore {
     }
 
     public func removeFile(_ path: String) throws(SQLiteError) {
+        fileWrites &+= 1
         try database.run("DELETE FROM files WHERE path = ?", path)
     }
 
@@ -47,6 +49,8 @@ extension StateStore {
     /// Rows present on disk at `path` or below, keyed by path (for reconciling a scan).
     public func presentFiles(under path: String) throws -> [String: KnownFile] {
         var out: [String: KnownFile] = [:]
+        let estimate = try database.scalar("SELECT count(*) FROM files WHERE path >= ? AND path < ?", path, path + "0") ?? 0
+        out.reserveCapacity(Int(estimate) + 1)
         try database.query("SELECT \(Self.fileColumns) FROM files WHERE present = 1 AND (path = ? OR (path >= ? AND path < ?))",
                            path, path + "/", path + "0") { row in
             let file = Self.readFile(row)

@@ -41,36 +41,51 @@ extension Replica {
         }
         var report = ObserveReport()
         let base = relative.isEmpty ? roots[root].name : recordPath(root: root, relative: relative)
-        let watchLimitHit = Flag()
         let inotify = self.inotify
         let logger = self.logger
         let rules = ignores[root]
-        let unwatched = UnwatchedList()
-        let walker = TreeWalker(beforeListing: { directory, rel in
-            guard let inotify else { return }
-            do {
-                try inotify.watch(directory, root: root, relative: rel)
-            } catch let error as SystemError where error.errno == ENOSPC {
-                watchLimitHit.value = true
-                unwatched.paths.append(rel)
+        let safeRoot = safeRoots[root]
+        // The walk (system calls) runs on another thread while this one reads the database's rows.
+        async let walking = Blocking.run { () throws -> WalkOutcome in
+            let watchLimitHit = Flag()
+            let unwatched = UnwatchedList()
+            let walker = TreeWalker(beforeListing: { directory, rel in
+                guard let inotify else { return }
+                do {
+                    try inotify.watch(directory, root: root, relative: rel)
+                } catch let error as SystemError where error.errno == ENOSPC {
+                    watchLimitHit.value = true
+                    unwatched.paths.append(rel)
+                } catch {
+                    logger.warning("cannot watch \(directory.path): \(error)")
+                }
+            }, isIgnored: rules.isEmpty ? nil : { rel, isDirectory in rules.isIgnored(rel, isDirectory: isDirectory) })
+            do throws(SystemError) {
+                return WalkOutcome(report: try walker.walk(root: try safeRoot.descriptor(), relative: relative),
+                                   watchLimitHit: watchLimitHit.value, unwatched: unwatched.paths)
             } catch {
-                logger.warning("cannot watch \(directory.path): \(error)")
+                guard error.errno == ENOENT || error.errno == ENOTDIR || error.errno == ELOOP else { throw error }
+                return WalkOutcome(report: nil, watchLimitHit: false, unwatched: [])
             }
-        }, isIgnored: rules.isEmpty ? nil : { rel, isDirectory in rules.isIgnored(rel, isDirectory: isDirectory) })
-        let walk: WalkReport
-        do throws(SystemError) {
-            walk = try walker.walk(root: try safeRoots[root].descriptor(), relative: relative)
-        } catch {
-            guard error.errno == ENOENT || error.errno == ENOTDIR || error.errno == ELOOP else { throw error }
+        }
+        let writesBefore = store.fileWrites
+        var known = try store.presentFiles(under: base)
+        let outcome = try await walking
+        // Others ran on this actor while the walk finished: what they recorded is read again.
+        if store.fileWrites != writesBefore { known = try store.presentFiles(under: base) }
+        guard let walk = outcome.report else {
             // The directory went away (or became something else) before we got there.
             return try await check(root: root, paths: [relative])
         }
+        let watchLimitHit = Flag()
+        watchLimitHit.value = outcome.watchLimitHit
+        let unwatched = UnwatchedList()
+        unwatched.paths = outcome.unwatched
         for line in walk.errors { logger.warning(line) }
         for name in walk.invalidNames { noteSkipped(root: root, relative: name, why: "its name is not valid UTF-8") }
         for name in walk.special { noteSkipped(root: root, relative: name, why: "it is a fifo, socket or device") }
 
         logger.debug("walk \(walk.entries.count) entries")
-        var known = try store.presentFiles(under: base)
         if relative.isEmpty, !known.isEmpty, !confirmedEmpty.contains(root) {
             if rootDeleted(root) {
                 var stopped = ObserveReport()
@@ -331,6 +346,13 @@ extension Replica {
         }
         return report
     }
+}
+
+/// What a walk found, carried back from the thread it ran on (`report` nil: the directory was gone).
+struct WalkOutcome: Sendable {
+    var report: WalkReport?
+    var watchLimitHit: Bool
+    var unwatched: [String]
 }
 
 /// A flag a non-escaping walk callback can set (closures may not capture a mutable local).

@@ -5,6 +5,9 @@ import SinkiSupport
 public final class StateStore {
     public let database: SQLiteDatabase
     public let path: String
+    /// Counts saves and removals of `files` rows, so that a reader that let others run meanwhile
+    /// can tell whether what it read is still current.
+    public internal(set) var fileWrites = 0
 
     static let schemaVersion = 4
 

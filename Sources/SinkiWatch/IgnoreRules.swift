@@ -16,6 +16,29 @@ public struct IgnoreRules: Sendable, Equatable {
         var directoryOnly: Bool
         /// Anchored rules match from the root; others match the last components at any depth.
         var anchored: Bool
+        /// Each segment as scalars, converted once: a scan asks every rule about every entry.
+        var scalars: [[Unicode.Scalar]] = []
+        /// The literal scalars the first segment starts and ends with (before its first and after
+        /// its last wildcard): a name without them is rejected without running the matcher.
+        var literalPrefix: [Unicode.Scalar] = []
+        var literalSuffix: [Unicode.Scalar] = []
+
+        init(segments: [String], negated: Bool, directoryOnly: Bool, anchored: Bool) {
+            self.segments = segments
+            self.negated = negated
+            self.directoryOnly = directoryOnly
+            self.anchored = anchored
+            scalars = segments.map { Array($0.unicodeScalars) }
+            let first = scalars.first ?? []
+            let special: Set<Unicode.Scalar> = ["*", "?", "[", "\\"]
+            literalPrefix = Array(first.prefix { !special.contains($0) })
+            if literalPrefix.count < first.count {
+                // `]` stops it too: what precedes it may be the inside of a class.
+                literalSuffix = Array(first.reversed().prefix { !special.contains($0) && $0 != "]" }.reversed())
+                // An escaped character ends the suffix: `\\*` would otherwise leave a literal `*`.
+                if let index = first.lastIndex(of: "\\"), first.count - index - 1 >= literalSuffix.count { literalSuffix = [] }
+            }
+        }
     }
 
     var rules: [Rule]
@@ -69,10 +92,19 @@ public struct IgnoreRules: Sendable, Equatable {
     /// before walking into it, so a path's parents need not be checked here.
     public func isIgnored(_ relative: String, isDirectory: Bool) -> Bool {
         if rules.isEmpty { return false }
-        let components = relative.split(separator: "/").map(String.init)
+        let lastName = relative.lastIndex(of: "/").map { relative[relative.index(after: $0)...] } ?? Substring(relative)
+        let name = Array(lastName.unicodeScalars)
+        var components: [String]?
         var ignored = false
-        for rule in rules where !(rule.directoryOnly && !isDirectory) {
-            if rule.matches(components) { ignored = !rule.negated }
+        for rule in rules where !(rule.directoryOnly && !isDirectory) && ignored != !rule.negated {
+            let matched: Bool
+            if rule.anchored {
+                if components == nil { components = relative.split(separator: "/").map(String.init) }
+                matched = rule.matches(components!)
+            } else {
+                matched = rule.matchesName(name)
+            }
+            if matched { ignored = !rule.negated }
         }
         return ignored
     }
@@ -91,8 +123,16 @@ extension IgnoreRules.Rule {
     func matches(_ components: [String]) -> Bool {
         if anchored { return Glob.matchSegments(segments[...], components[...]) }
         // No slash but a trailing one: the pattern names an entry at any depth.
-        guard let last = components.last, let pattern = segments.first else { return false }
-        return Glob.matchName(Array(pattern.unicodeScalars)[...], Array(last.unicodeScalars)[...])
+        guard let last = components.last else { return false }
+        return matchesName(Array(last.unicodeScalars))
+    }
+
+    /// An unanchored rule against the last component of a path.
+    func matchesName(_ name: [Unicode.Scalar]) -> Bool {
+        guard let pattern = scalars.first else { return false }
+        if name.count < literalPrefix.count + literalSuffix.count || !name.starts(with: literalPrefix)
+            || !name.reversed().starts(with: literalSuffix.reversed()) { return false }
+        return Glob.matchName(pattern[...], name[...])
     }
 }
 

@@ -61,4 +61,16 @@ import Testing
         let reIncluded = IgnoreRules(config: [], fileText: "!.notes.txt.swp\n")
         #expect(!reIncluded.isIgnored(".notes.txt.swp", isDirectory: false))
     }
+
+    /// The literal start and end of a pattern reject names early; classes, escapes and wildcards
+    /// next to them must still match as the full matcher says.
+    @Test func literalEndsDoNotChangeWhatMatches() {
+        #expect(ignored(["[abc]x"], "bx") && !ignored(["[abc]x"], "dx"))
+        #expect(ignored(["*[0-9]"], "save7") && !ignored(["*[0-9]"], "save"))
+        #expect(ignored(["\\*x"], "*x") && !ignored(["\\*x"], "ax"))
+        #expect(ignored(["a*b*c"], "abc") && ignored(["a*b*c"], "a-b-c") && !ignored(["a*b*c"], "ab"))
+        #expect(ignored(["abc"], "abc") && !ignored(["abc"], "abcd") && !ignored(["abc"], "ab"))
+        #expect(ignored(["*.kate-swp"], "deep/dir/notes.kate-swp") && !ignored(["*.kate-swp"], "kate-swp"))
+        #expect(ignored(["é*ü"], "dir/éxü") && !ignored(["é*ü"], "éxu"))
+    }
 }
