@@ -147,8 +147,7 @@ extension Agent: ControlHandler {
             pending: PendingSummary(count: pendingCount, refused: facts?.refusedCount ?? 0, changes: changes),
             remote: RemoteSummary(upToDate: caughtUp && !control.paused, position: facts?.feedToken),
             skipped: SkippedSummary(count: facts?.skippedCount ?? 0, paths: facts?.skipped ?? []),
-            // Ignore rules come with the watcher (issue 3); nothing is ignored yet but sinkid's own temporary files.
-            ignored: 0,
+            ignored: facts?.ignoredCount ?? 0,
             transfers: transfers.statuses(),
             // Only the `ask` rule leaves conflicts for `resolve`; every other is settled when found.
             conflicts: waiting.conflicts.map(ConflictEntry.init))

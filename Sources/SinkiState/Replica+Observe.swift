@@ -86,6 +86,7 @@ extension Replica {
         for name in walk.special { noteSkipped(root: root, relative: name, why: "it is a fifo, socket or device") }
 
         logger.debug("walk \(walk.entries.count) entries")
+        if relative.isEmpty { ignoredCounts[root] = walk.ignored }
         if relative.isEmpty, !known.isEmpty, !confirmedEmpty.contains(root) {
             if rootDeleted(root) {
                 var stopped = ObserveReport()

@@ -21,6 +21,8 @@ public struct ReplicaStatus: Sendable {
     public var refusedCount = 0
     public var skipped: [String] = []
     public var skippedCount = 0
+    /// Entries the last walk of each root left out by ignore rules.
+    public var ignoredCount = 0
     public var feedToken: String?
 }
 
@@ -39,6 +41,7 @@ extension Replica {
         (facts.pendingCount, facts.refusedCount) = try StatusQueries.counts(database)
         facts.skipped = Array(skipped.sorted().prefix(limit))
         facts.skippedCount = skipped.count
+        facts.ignoredCount = ignoredCounts.values.reduce(0, +)
         facts.feedToken = try StatusQueries.feed(database).token
         return facts
     }

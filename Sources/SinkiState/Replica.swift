@@ -87,6 +87,8 @@ public actor Replica {
     static let pushCacheLimit = 16 << 20
     /// Local names that cannot be record paths (invalid UTF-8, a backslash), and special files.
     public internal(set) var skipped: Set<String> = []
+    /// Per root, the entries its last whole walk left out by ignore rules.
+    var ignoredCounts: [Int: Int] = [:]
 
     public init(statePath: String, roots: [RootSpec], device: String, inotify: Inotify?, echoes: EchoFilter? = nil, logger: Logger,
                 typeFor: @escaping @Sendable (String) -> String = { _ in Record.defaultType }) throws {

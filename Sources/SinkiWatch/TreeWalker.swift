@@ -22,6 +22,8 @@ public struct WalkReport: Sendable {
     public var special: [String] = []
     /// Directories that could not be read, with the error.
     public var errors: [String] = []
+    /// Entries left out by ignore rules (an ignored directory counts once: it is not walked).
+    public var ignored = 0
     public init() {}
 }
 
@@ -75,7 +77,10 @@ public struct TreeWalker {
                 continue
             }
             guard let stat else { continue } // removed while we listed
-            if isIgnored?(path, stat.kind == .directory) == true { continue }
+            if isIgnored?(path, stat.kind == .directory) == true {
+                report.ignored += 1
+                continue
+            }
             switch stat.kind {
             case .special:
                 report.special.append(path)

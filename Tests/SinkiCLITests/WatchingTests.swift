@@ -110,6 +110,13 @@ import Testing
             #expect(!names.contains(ignored), "\(ignored) reached the server")
         }
         #expect(readFile(cluster.root("b") + "/.sinkiignore")?.contains("!keep.log") == true)
+        // Status counts what a whole scan left out: drop.log, build/ (once) and top-only.txt.
+        cluster.stopAgent("a")
+        try cluster.startAgent("a")
+        try await waitUntil("a's status to count the ignored entries", timeout: 10) {
+            let run = try sinkid(["status", "--json", "--state", cluster.directory.child("a") + "/state"], in: cluster.directory)
+            return (try? run.json()["ignored"]?["count"]) == .int(3)
+        }
     }
 
     @Test func symlinksTravelAsLinksAndFifosAreSkipped() async throws {
