@@ -103,13 +103,19 @@ def trees_equal(a, b):
     return not extra, extra[:5]
 
 
-def wait_count(root, expected, timeout=120, interval=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if count_files(root) >= expected:
-            return time.monotonic()
-        time.sleep(interval)
-    raise TimeoutError(f"{root} reached only {count_files(root)} of {expected} files")
+def file_counter(root):
+    """Start counting before the clock starts; then `wait_count(counter, expected)`."""
+    from inotify_wait import TreeCounter
+    return TreeCounter(root)
+
+
+def wait_count(root_or_counter, expected, timeout=120):
+    """The monotonic time when `expected` files are below root: woken by inotify, never polling."""
+    counter = file_counter(root_or_counter) if isinstance(root_or_counter, str) else root_or_counter
+    try:
+        return counter.wait_for(expected, timeout)
+    finally:
+        counter.close()
 
 
 def drop_caches_hint():
