@@ -10,6 +10,9 @@ extension Agent {
     /// or on the server. On failure: one log line, then growing jittered retries.
     func pullLoop() async {
         guard let replica, let client, let sleeper else { return }
+        // While a catch-up page is applied, the next one is already on its way.
+        var prefetched: Task<RecordPage, any Error>?
+        defer { prefetched?.cancel() }
         while !stopping && !control.paused {
             if !control.safetyStops.isEmpty {
                 // Remote changes wait too: a stopped root is not what its records say it is.
@@ -17,9 +20,19 @@ extension Agent {
                 continue
             }
             do {
-                let token = try await replica.feedToken(server: feedKey)
-                let page = try await client.changes(since: token, wait: caughtUp ? configuration.pollWaitSeconds : 0, limit: 1000)
+                let page: RecordPage
+                if let next = prefetched {
+                    prefetched = nil
+                    page = try await next.value
+                } else {
+                    let token = try await replica.feedToken(server: feedKey)
+                    page = try await client.changes(since: token, wait: caughtUp ? configuration.pollWaitSeconds : 0, limit: 1000)
+                }
                 connected()
+                if page.more {
+                    let token = page.token
+                    prefetched = Task { try await self.page(after: token) }
+                }
                 try await absorb(page)
                 if !page.more && page.records.count > 100 { trimMemory() }
                 if !page.more && !caughtUp {
@@ -28,6 +41,8 @@ extension Agent {
                 }
                 pumpPush()
             } catch let error as SyncError {
+                prefetched?.cancel()
+                prefetched = nil
                 if stopping { return }
                 if case .transport(.cancelled) = error { return }
                 if error.isStaleToken {
@@ -38,16 +53,26 @@ extension Agent {
                 if case .transport = error { disconnected(error) } else { logger.error("\(error)") }
                 _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
             } catch let error as TransferStalled {
+                prefetched?.cancel()
+                prefetched = nil
                 // Nothing past the failed download is applied; `sinkid retry` wakes this.
                 if stopping { return }
                 logger.warning("\(error)")
                 _ = await sleeper.sleep(milliseconds: 3_600_000)
             } catch {
+                prefetched?.cancel()
+                prefetched = nil
                 if stopping || Task.isCancelled { return }
                 logger.error("cannot apply remote changes: \(error)")
                 _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
             }
         }
+    }
+
+    /// The catch-up page after `token`, asked for without waiting.
+    private func page(after token: String) async throws -> RecordPage {
+        guard let client else { throw CancellationError() }
+        return try await client.changes(since: token, wait: 0, limit: 1000)
     }
 
     /// Applies one feed page. Content that is not inline is fetched first, so the stored token
