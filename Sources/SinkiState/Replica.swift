@@ -89,6 +89,8 @@ public actor Replica {
     public internal(set) var skipped: Set<String> = []
     /// Per root, the entries its last whole walk left out by ignore rules.
     var ignoredCounts: [Int: Int] = [:]
+    /// Per root name, its totals and the `StateStore.fileWrites` they were counted at.
+    var totalsCache: [String: (writes: Int, totals: (files: Int, bytes: Int64))] = [:]
 
     public init(statePath: String, roots: [RootSpec], device: String, inotify: Inotify?, echoes: EchoFilter? = nil, logger: Logger,
                 typeFor: @escaping @Sendable (String) -> String = { _ in Record.defaultType }) throws {
