@@ -117,12 +117,13 @@ extension Replica {
                 deferred.append((root, entry.relative))
                 continue
             }
-            if (try? RecordPath(validating: path)) == nil {
+            let row = known.removeValue(forKey: path)
+            if let row, row.matches(entry.stat) { continue }
+            // A known row's path was validated when it was recorded; only a new one is checked.
+            if row == nil, (try? RecordPath(validating: path)) == nil {
                 noteSkipped(root: root, relative: entry.relative, why: "its name cannot be a record path")
                 continue
             }
-            let row = known.removeValue(forKey: path)
-            if let row, row.matches(entry.stat) { continue }
             observations.append(Observation(root: root, relative: entry.relative, path: path, stat: entry.stat, known: row))
         }
         // Whatever the database had below here and the walk did not find is gone, unless the walk
