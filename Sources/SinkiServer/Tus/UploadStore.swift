@@ -199,6 +199,7 @@ final class UploadStore: Sendable {
         }
         do {
             let file = try FileDescriptor.open(dataPath(upload.id), flags: O_WRONLY)
+            if let declaredLength { file.reserve(offset, min(declaredLength, limit - offset)) }
             return ChunkWriter(store: self, upload: upload, file: file, start: offset, limit: limit, newLength: newLength,
                                checksum: checksum, createdHere: createdHere)
         } catch {
@@ -369,6 +370,10 @@ final class ChunkWriter: BodySink {
     private let createdHere: Bool
     private(set) var received: Int64 = 0
     private var ended = false
+    /// Bytes of this chunk whose write-back has been started.
+    private var flushed: Int64 = 0
+    /// Write-back is started per this many bytes received.
+    private static let writebackStep: Int64 = 8 << 20
 
     init(store: UploadStore, upload: Upload, file: FileDescriptor, start: Int64, limit: Int64, newLength: Int64?,
          checksum: (Digest.Algorithm, [UInt8])?, createdHere: Bool) {
@@ -395,6 +400,10 @@ final class ChunkWriter: BodySink {
             throw error
         }
         received += Int64(chunk.count)
+        if received - flushed >= Self.writebackStep {
+            file.startWriteback(start + flushed, received - flushed)
+            flushed = received
+        }
         // The buffer crosses into the lock's closure as an address: a pointer would tie the state's region
         // to this call's, which the Mutex refuses. It stays valid for the whole (synchronous) call.
         let address = UInt(bitPattern: chunk.baseAddress), count = chunk.count
