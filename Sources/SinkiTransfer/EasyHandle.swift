@@ -414,6 +414,8 @@ final class EasyHandle {
                 failure = .io(SystemError("ftruncate", errno: errno, path: file.path))
                 return nil
             }
+            // After the truncation, which frees blocks past the end.
+            if announced > 0 { file.reserve(writePosition, Int64(announced)) }
             return .file(file)
         case .file:
             return limitMemory(Self.errorBodyLimit, announced: Int64(announced))

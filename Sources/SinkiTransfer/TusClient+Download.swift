@@ -27,7 +27,6 @@ extension TusClient {
                     truncate(temporaryPath, 0)
                     have = 0
                 }
-                if have < size, let file = try? FileDescriptor.open(temporaryPath, flags: O_WRONLY) { file.reserve(have, size - have) }
                 // What an earlier try left is read once; the rest is hashed on the thread pool as it
                 // lands in the file, never on the loop.
                 let digest = SendableDigest()
