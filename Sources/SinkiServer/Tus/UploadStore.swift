@@ -194,7 +194,6 @@ final class UploadStore: Sendable {
             state.busy = true
             // A chunk with a checksum may yet be taken back: the upload's hash takes it in a copy.
             state.pending = checksum == nil ? nil : state.digest!.copy()
-            state.chunk = checksum.map { Digest($0.0) }
             return limit
         }
         do {
@@ -206,7 +205,6 @@ final class UploadStore: Sendable {
             upload.state.withLock { state in
                 state.busy = false
                 state.pending = nil
-                state.chunk = nil
             }
             throw error
         }
@@ -340,8 +338,6 @@ final class Upload: Sendable {
         var hashedUpTo: Int64 = 0
         /// While a chunk with a checksum is written: the upload's hash with the chunk's bytes so far.
         var pending: Digest?
-        /// While a chunk with a checksum is written: the chunk's own digest.
-        var chunk: Digest?
     }
 
     init(info: UploadInfo) {
@@ -367,6 +363,8 @@ final class ChunkWriter: BodySink {
     private let limit: Int64
     private let newLength: Int64?
     private let checksum: (algorithm: Digest.Algorithm, expected: [UInt8])?
+    /// The chunk's own digest, while it has a checksum.
+    private let chunkDigest: Digest?
     private let createdHere: Bool
     private(set) var received: Int64 = 0
     private var ended = false
@@ -384,6 +382,7 @@ final class ChunkWriter: BodySink {
         self.limit = limit
         self.newLength = newLength
         self.checksum = checksum.map { (algorithm: $0.0, expected: $0.1) }
+        chunkDigest = checksum.map { Digest($0.0) }
         self.createdHere = createdHere
     }
 
@@ -407,10 +406,13 @@ final class ChunkWriter: BodySink {
         // The buffer crosses into the lock's closure as an address: a pointer would tie the state's region
         // to this call's, which the Mutex refuses. It stays valid for the whole (synchronous) call.
         let address = UInt(bitPattern: chunk.baseAddress), count = chunk.count
-        upload.state.withLock { state in
-            let bytes = UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: count)
-            (state.pending ?? state.digest)?.update(bytes)
-            state.chunk?.update(bytes)
+        if let chunkDigest {
+            // The upload's hash and the chunk's are two passes over the same bytes: one per core, so a
+            // checksummed PATCH takes the worker no longer than a plain one.
+            let pair = DigestPair(upload: upload, chunk: chunkDigest)
+            DispatchQueue.concurrentPerform(iterations: 2) { index in pair.update(index, address, count) }
+        } else {
+            DigestPair.updateUpload(upload, address, count)
         }
     }
 
@@ -419,7 +421,7 @@ final class ChunkWriter: BodySink {
     func commit() throws -> UploadInfo {
         precondition(!ended, "bug: a chunk ended twice")
         if let checksum {
-            let actual = upload.state.withLock { $0.chunk?.finish() ?? [] }
+            let actual = chunkDigest?.finish() ?? []
             guard actual == checksum.expected else {
                 discard()
                 throw Problem(.checksumMismatch, detail: "the chunk's \(checksum.algorithm.rawValue) is \(Base64.encode(actual)), "
@@ -447,7 +449,6 @@ final class ChunkWriter: BodySink {
             defer {
                 state.busy = false
                 state.pending = nil
-                state.chunk = nil
             }
             if let pending = state.pending { state.digest = pending }
             var info = state.info
@@ -494,7 +495,36 @@ final class ChunkWriter: BodySink {
                 state.hashedUpTo = 0
             }
             state.pending = nil
-            state.chunk = nil
+        }
+    }
+}
+
+/// The two digests a checksummed chunk feeds, for the two iterations of `concurrentPerform`.
+// @unchecked: iteration 0 touches only the upload's digest (under its lock), iteration 1 only the
+// chunk's, and `concurrentPerform` returns after both: no digest is ever used by two threads at once.
+private final class DigestPair: @unchecked Sendable {
+    let upload: Upload
+    let chunk: Digest
+
+    init(upload: Upload, chunk: Digest) {
+        self.upload = upload
+        self.chunk = chunk
+    }
+
+    /// `address` and `count` name the bytes being written, valid for the whole (synchronous) call.
+    func update(_ index: Int, _ address: UInt, _ count: Int) {
+        if index == 0 {
+            Self.updateUpload(upload, address, count)
+        } else {
+            chunk.update(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: count))
+        }
+    }
+
+    /// The buffer crosses into the lock's closure as an address: a pointer would tie the state's region
+    /// to this call's, which the Mutex refuses.
+    static func updateUpload(_ upload: Upload, _ address: UInt, _ count: Int) {
+        upload.state.withLock { state in
+            (state.pending ?? state.digest)?.update(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: count))
         }
     }
 }
