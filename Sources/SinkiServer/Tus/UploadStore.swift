@@ -198,9 +198,10 @@ final class UploadStore: Sendable {
         }
         do {
             let file = try FileDescriptor.open(dataPath(upload.id), flags: O_WRONLY)
-            if let declaredLength { file.reserve(offset, min(declaredLength, limit - offset)) }
+            let reserved = min(declaredLength ?? 0, limit - offset)
+            file.reserve(offset, reserved)
             return ChunkWriter(store: self, upload: upload, file: file, start: offset, limit: limit, newLength: newLength,
-                               checksum: checksum, createdHere: createdHere)
+                               checksum: checksum, createdHere: createdHere, reserved: reserved)
         } catch {
             upload.state.withLock { state in
                 state.busy = false
@@ -366,6 +367,8 @@ final class ChunkWriter: BodySink {
     /// The chunk's own digest, while it has a checksum.
     private let chunkDigest: Digest?
     private let createdHere: Bool
+    /// Bytes past `start` whose blocks were allocated for this chunk (its declared length).
+    private let reserved: Int64
     private(set) var received: Int64 = 0
     private var ended = false
     /// Bytes of this chunk whose write-back has been started.
@@ -374,8 +377,9 @@ final class ChunkWriter: BodySink {
     private static let writebackStep: Int64 = 8 << 20
 
     init(store: UploadStore, upload: Upload, file: FileDescriptor, start: Int64, limit: Int64, newLength: Int64?,
-         checksum: (Digest.Algorithm, [UInt8])?, createdHere: Bool) {
+         checksum: (Digest.Algorithm, [UInt8])?, createdHere: Bool, reserved: Int64 = 0) {
         self.store = store
+        self.reserved = reserved
         self.upload = upload
         self.file = file
         self.start = start
@@ -453,6 +457,8 @@ final class ChunkWriter: BodySink {
             if let pending = state.pending { state.digest = pending }
             var info = state.info
             info.offset = start + received
+            // A chunk cut short gives back the blocks reserved past its end (truncating frees them).
+            if received < reserved { ftruncate(file.raw, off_t(info.offset)) }
             if let newLength { info.length = newLength }
             info.touchedAt = Clock.now()
             state.hashedUpTo = info.offset
