@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <unistd.h>
+#include <linux/falloc.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include "CSystemShim.h"
@@ -36,3 +37,11 @@ int sinki_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int from) {
 
 int sinki_malloc_trim(void) { return malloc_trim(0); }
 int sinki_malloc_arena_max(int arenas) { return mallopt(M_ARENA_MAX, arenas); }
+
+int sinki_reserve_blocks(int fd, long long offset, long long length) {
+    return fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)length);
+}
+
+int sinki_start_writeback(int fd, long long offset, long long length) {
+    return sync_file_range(fd, (off_t)offset, (off_t)length, SYNC_FILE_RANGE_WRITE);
+}

@@ -21,17 +21,21 @@ public final class Digest {
         EVP_DigestInit_ex(context, algorithm.md, nil)
     }
 
-    private init(copying other: Digest) {
+    private init(copying other: UInt, _ algorithm: Algorithm) {
         guard let context = EVP_MD_CTX_new() else { fatalError("bug: EVP_MD_CTX_new failed (out of memory)") }
-        EVP_MD_CTX_copy_ex(context, other.context)
+        EVP_MD_CTX_copy_ex(context, OpaquePointer(bitPattern: other))
         self.context = context
-        algorithm = other.algorithm
+        self.algorithm = algorithm
     }
 
     deinit { EVP_MD_CTX_free(context) }
 
     /// An independent hasher in the same state: feed it bytes that may yet be taken back.
-    public func copy() -> Digest { Digest(copying: self) }
+    /// Made from the C state alone, the copy shares nothing with this digest: it may go to another thread.
+    public func copy() -> sending Digest {
+        // The context crosses as an address (pointers are not Sendable); it is only read, during this call.
+        Digest(copying: UInt(bitPattern: context), algorithm)
+    }
 
     public func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }

@@ -22,6 +22,21 @@ public final class FileDescriptor {
         return FileDescriptor(raw: fd, path: shown)
     }
 
+    /// Allocates blocks for the bytes about to be written at `offset`, leaving the size alone. Best
+    /// effort: on ext4, writing 1 GiB into allocated blocks costs the kernel 0.16 s, against 0.2 to 2.5 s
+    /// with delayed allocation (its extent bookkeeping per page); a file system without it just skips it.
+    public func reserve(_ offset: Int64, _ length: Int64) {
+        guard length > 0 else { return }
+        _ = sinki_reserve_blocks(raw, offset, length)
+    }
+
+    /// Starts writing `length` bytes at `offset` to disk without waiting: the `fsync` that must come
+    /// before an answer then finds little left to write. Best effort, like the page cache it hurries.
+    public func startWriteback(_ offset: Int64, _ length: Int64) {
+        guard length > 0 else { return }
+        _ = sinki_start_writeback(raw, offset, length)
+    }
+
     public func stat() throws(SystemError) -> FileStat {
         var raw = Glibc.stat()
         try syscall("fstat", path: path) { fstat(self.raw, &raw) }

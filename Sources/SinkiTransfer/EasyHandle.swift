@@ -38,6 +38,9 @@ final class EasyHandle {
     /// Resumed exactly once, by `finish`.
     private var continuation: CheckedContinuation<Result<HTTPResponse, TransferError>, Never>?
 
+    /// Bodies from this size up are read in 2 MiB pieces.
+    static let largeBody: Int64 = 4 << 20
+
     /// Bodies of non-2xx answers to a file download are kept in memory up to this size.
     static let errorBodyLimit = 1 << 20
 
@@ -124,8 +127,16 @@ final class EasyHandle {
         set(CURLOPT_TCP_KEEPINTVL, 30)
         set(CURLOPT_PROTOCOLS_STR, "http,https")
         set(CURLOPT_USERAGENT, settings.userAgent)
-        // libcurl's 16 KiB / 64 KiB buffers are kept: 256 KiB ones measured no faster on loopback, and
-        // libcurl 7.88 reads up to 100 buffers per wake-up before it checks the receive rate limit.
+        // Large bodies move in libcurl's largest pieces: 2 MiB file reads instead of 64 KiB, 512 KiB
+        // receives into a file instead of 16 KiB, which cut a 1 GiB transfer's system calls 30-fold.
+        // Not under a rate limit: libcurl 7.88 reads up to 100 buffers per wake-up before it checks the
+        // receive limit, and sends a whole buffer before the send limit.
+        if case .file = body, bodyLength >= Self.largeBody, settings.maxSendRate <= 0 {
+            set(CURLOPT_UPLOAD_BUFFERSIZE, 2 << 20)
+        }
+        if case .file = sink, settings.maxReceiveRate <= 0 {
+            set(CURLOPT_BUFFERSIZE, 512 << 10)
+        }
         if request.timeout > 0 { set(CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)) }
         if request.connectTimeout > 0 { set(CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(request.connectTimeout)) }
         if request.stallTimeout > 0 {
@@ -403,6 +414,8 @@ final class EasyHandle {
                 failure = .io(SystemError("ftruncate", errno: errno, path: file.path))
                 return nil
             }
+            // After the truncation, which frees blocks past the end.
+            if announced > 0 { file.reserve(writePosition, Int64(announced)) }
             return .file(file)
         case .file:
             return limitMemory(Self.errorBodyLimit, announced: Int64(announced))

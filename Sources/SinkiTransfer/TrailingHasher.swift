@@ -79,6 +79,8 @@ final class TrailingHasher: Sendable {
             // there is checked against the expected hash at the end anyway.
             if got == 0 { return position }
             digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
+            // The file is synced before its record is committed: what is hashed can start for the disk.
+            file.startWriteback(position, Int64(got))
             position += Int64(got)
         }
     }

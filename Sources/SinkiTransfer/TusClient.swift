@@ -19,6 +19,9 @@ public final class TusClient {
     public var options: TusOptions
     let logger: Logger
     private var capabilities: TusCapabilities?
+    /// Whether the server's answer that finishes an upload carries its SHA-256 as `ETag` (sinki's do):
+    /// then the client hashes nothing. Unknown until an upload finishes; learned once.
+    private var serverGivesSHA256: Bool?
 
     public init(http: HTTPClient, server: TusServer, options: TusOptions = TusOptions(), logger: Logger) {
         self.http = http
@@ -255,7 +258,7 @@ public final class TusClient {
         let algorithm = checksumAlgorithm(run)
         let sequential = run.state.parts.count == 1
         let rate = options.maxRate > 0 ? max(1, options.maxRate / Int64(run.state.parts.count)) : nil
-        if sequential && options.computeSHA256 && run.hasher == nil {
+        if sequential && options.computeSHA256 && run.hasher == nil && serverGivesSHA256 == false {
             // Bytes an earlier run sent are read once; the rest is hashed as it streams.
             let offset = run.state.parts[0].offset
             let digest = SendableDigest()
@@ -263,22 +266,27 @@ public final class TusClient {
             run.hasher = StreamHasher(digest: digest, position: offset)
         }
         var failures = 0
-        var prefetch: (offset: Int64, length: Int64, task: Task<[UInt8], any Error>)?
+        var prefetch: (offset: Int64, length: Int64, task: Task<[UInt8], any Error>, whole: SendableDigest?)?
         defer { prefetch?.task.cancel() }
         while run.state.parts[index].offset < run.state.parts[index].length {
             let part = run.state.parts[index]
             let length = min(options.chunkSize, part.length - part.offset)
             do throws(TusError) {
                 var headers = [("Upload-Offset", String(part.offset)), ("Content-Type", Tus.chunkType)]
+                // With a checksum, the read that hashes the chunk also carries the file's SHA-256 over it
+                // (in a copy, adopted once the server vouched for these very bytes): the loop hashes nothing.
+                var wholeAfter: SendableDigest?
                 if let algorithm {
                     let digest: [UInt8]
                     if let ready = prefetch, ready.offset == part.offset, ready.length == length {
                         prefetch = nil
                         do { digest = try await ready.task.value } catch { throw Self.map(error) }
+                        wholeAfter = ready.whole
                     } else {
                         prefetch?.task.cancel()
                         prefetch = nil
-                        digest = try await Self.hashRange(run.path, part.start + part.offset, length, algorithm)
+                        if let hasher = run.hasher, hasher.position == part.start + part.offset { wholeAfter = hasher.digest.copy() }
+                        digest = try await Self.hashRange(run.path, part.start + part.offset, length, algorithm, continuing: wholeAfter)
                     }
                     headers.append(("Upload-Checksum", TusChecksum(algorithm: algorithm.rawValue, digest: digest).header))
                     // Hash the next chunk while this one travels.
@@ -286,13 +294,14 @@ public final class TusClient {
                     if next < part.length {
                         let nextLength = min(options.chunkSize, part.length - next)
                         let path = run.path, start = part.start + next
-                        prefetch = (next, nextLength, Self.hashLater(path, start, nextLength, algorithm))
+                        let whole = wholeAfter?.copy()
+                        prefetch = (next, nextLength, Self.hashLater(path, start, nextLength, algorithm, continuing: whole), whole)
                     }
                 }
                 var http = request("PATCH", part.url, headers: headers, body: .file(path: run.path, offset: part.start + part.offset, length: length))
                 http.maxRate = rate
                 let base = part.offset
-                let tap = run.hasher.map { hasher in HTTPTap(sent: { offset, bytes in hasher.feed(offset, bytes) }) }
+                let tap = algorithm != nil ? nil : run.hasher.map { hasher in HTTPTap(sent: { offset, bytes in hasher.feed(offset, bytes) }) }
                 let response = try await send(http, progress: { done, _ in run.report(part: index, inFlight: done) }, tap: tap)
                 run.report(part: index, inFlight: 0)
                 switch response.status {
@@ -304,6 +313,8 @@ public final class TusClient {
                     }
                     run.state.parts[index].offset = offset
                     run.bytesSent += offset - base
+                    if sequential && offset == part.length { run.learnSHA256(from: response) }
+                    if let wholeAfter, offset == base + length { run.hasher?.adopt(wholeAfter, at: part.start + base, to: part.start + offset) }
                     failures = 0
                     try await run.save()
                 case 404, 410:
@@ -355,6 +366,7 @@ public final class TusClient {
                     throw Self.failure(response, url: server.endpoint, step: "joining the parts")
                 }
                 run.state.url = server.resolve(location.trimmedSpaces)
+                run.learnSHA256(from: response)
                 try await run.save()
                 return
             } catch {
@@ -365,9 +377,14 @@ public final class TusClient {
 
     private func finish(_ run: UploadRun, url: String, isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> TusUploadResult {
         var sha256: String?
-        if let hasher = run.hasher {
+        if let answered = run.serverSHA256 {
+            serverGivesSHA256 = answered.isEmpty ? false : true
+            if !answered.isEmpty { sha256 = answered }
+        }
+        if sha256 == nil, options.computeSHA256 {
+            // Hashed as it streamed, or not at all (the server was to say, and did not): the rest is read once.
+            let hasher = run.hasher ?? StreamHasher(digest: SendableDigest(), position: 0)
             if hasher.position < run.size {
-                // A gap in the stream (the server took bytes this run did not send): read the rest once.
                 do { try await Self.hashRange(run.path, from: hasher.position, to: run.size, into: hasher.digest) } catch { throw Self.map(error) }
             }
             sha256 = hasher.digest.finishHex()
@@ -433,16 +450,21 @@ public final class TusClient {
     // MARK: Hashing off the loop
 
     /// `hashRange` started now, awaited later.
-    static func hashLater(_ path: String, _ offset: Int64, _ length: Int64, _ algorithm: Digest.Algorithm) -> Task<[UInt8], any Error> {
-        Task.detached { try await hashRange(path, offset, length, algorithm) }
+    static func hashLater(_ path: String, _ offset: Int64, _ length: Int64, _ algorithm: Digest.Algorithm,
+                          continuing whole: SendableDigest? = nil) -> Task<[UInt8], any Error> {
+        Task.detached { try await hashRange(path, offset, length, algorithm, continuing: whole) }
     }
 
-    /// The digest of `length` bytes at `offset`, read on the thread pool.
-    static func hashRange(_ path: String, _ offset: Int64, _ length: Int64, _ algorithm: Digest.Algorithm) async throws(TusError) -> [UInt8] {
+    /// The digest of `length` bytes at `offset`, read on the thread pool; the same read feeds `whole`.
+    static func hashRange(_ path: String, _ offset: Int64, _ length: Int64, _ algorithm: Digest.Algorithm,
+                          continuing whole: SendableDigest? = nil) async throws(TusError) -> [UInt8] {
         do {
             return try await Blocking.run {
                 let digest = Digest(algorithm)
-                try readRange(path, from: offset, to: offset + length) { digest.update($0) }
+                try readRange(path, from: offset, to: offset + length) { bytes in
+                    digest.update(bytes)
+                    whole?.update(bytes)
+                }
                 return digest.finish()
             }
         } catch { throw map(error) }
@@ -485,6 +507,8 @@ final class UploadRun {
     var resumed = false
     var bytesSent: Int64 = 0
     var hasher: StreamHasher?
+    /// The SHA-256 the answer that finished the upload gave (its ETag); "" when that answer gave none.
+    var serverSHA256: String?
     private var inFlight: [Int: Int64] = [:]
 
     init(path: String, size: Int64, metadata: TusMetadata, capabilities: TusCapabilities,
@@ -504,6 +528,14 @@ final class UploadRun {
         }
     }
 
+    /// Takes the ETag of the answer that finished the upload, when it is a SHA-256 (64 hex digits).
+    func learnSHA256(from response: HTTPResponse) {
+        var tag = Substring(response.header("ETag")?.trimmedSpaces ?? "")
+        if tag.hasPrefix("\""), tag.hasSuffix("\""), tag.count >= 2 { tag = tag.dropFirst().dropLast() }
+        let hex = tag.lowercased()
+        serverSHA256 = hex.utf8.count == 64 && hex.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) ? hex : ""
+    }
+
     func report(part: Int, inFlight bytes: Int64) {
         guard let progress else { return }
         inFlight[part] = bytes
@@ -515,7 +547,7 @@ final class UploadRun {
 /// Feeds a digest the bytes of a file in order as they stream by: bytes seen again (a resend) are
 /// skipped; a gap stops the feeding (the rest is read from disk at the end).
 final class StreamHasher {
-    let digest: SendableDigest
+    private(set) var digest: SendableDigest
     private(set) var position: Int64
 
     init(digest: SendableDigest, position: Int64) {
@@ -529,12 +561,24 @@ final class StreamHasher {
         digest.update(UnsafeRawBufferPointer(rebasing: bytes[Int(position - offset)...]))
         position = end
     }
+
+    /// Takes `next`, this digest carried over the bytes `start..<end` (acknowledged by the server),
+    /// when it continues exactly where this one stands.
+    func adopt(_ next: SendableDigest, at start: Int64, to end: Int64) {
+        guard start == position, end > position else { return }
+        digest = next
+        position = end
+    }
 }
 
 /// A SHA-256 fed from the loop as bytes stream and, for bytes already on disk, from the thread pool; one
 /// at a time (the loop awaits the pool's work), the lock makes the hand-over explicit.
 final class SendableDigest: Sendable {
-    private let digest = Mutex(Digest(.sha256))
+    private let digest: Mutex<Digest>
+
+    init(_ digest: sending Digest = Digest(.sha256)) {
+        self.digest = Mutex(digest)
+    }
 
     func update(_ bytes: UnsafeRawBufferPointer) {
         // The buffer crosses into the lock as an address: it stays valid for this synchronous call.
@@ -547,6 +591,9 @@ final class SendableDigest: Sendable {
     }
 
     func finishHex() -> String { digest.withLock { $0.finishHex() } }
+
+    /// A digest that goes on from here on its own.
+    func copy() -> SendableDigest { SendableDigest(digest.withLock { $0.copy() }) }
 }
 
 /// A loop-confined value carried through a `Sendable` closure to a task that uses it on the same loop.

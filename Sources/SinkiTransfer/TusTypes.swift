@@ -53,7 +53,8 @@ public struct TusOptions: Sendable {
     /// Send the first chunk with the creation `POST` when offered. Saves a round trip, but the URL is
     /// known only after those bytes went, so an interruption then costs them.
     public var creationWithUpload = false
-    /// Hash the file while it streams and report its SHA-256 (sequential uploads only).
+    /// Report the upload's SHA-256: the server's when its finishing answer gives it (sinki's do), else
+    /// hashed as the file streams (a sequential upload to a server known not to say) or read at the end.
     public var computeSHA256 = false
     /// Gives up on a request when less than a byte per second moved for this long.
     public var stallTimeout: Double = 60
@@ -163,7 +164,8 @@ public struct TusUploadResult: Sendable, Equatable {
     /// The upload's URL (for sinki, its last path segment is the asset id).
     public var url: String
     public var size: Int64
-    /// Hex SHA-256 of the bytes read, when `computeSHA256` was set and the upload was sequential.
+    /// Hex SHA-256 of the upload, when `computeSHA256` was set: the server's (the `ETag` of the answer
+    /// that finished it), else of the bytes read.
     public var sha256: String?
     /// Bytes this call sent (not counting what an earlier run had sent).
     public var bytesSent: Int64

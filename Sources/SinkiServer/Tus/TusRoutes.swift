@@ -68,10 +68,13 @@ enum TusEndpoint {
         (request.contentLength ?? 0) > 0 || request.header("Transfer-Encoding") != nil
     }
 
-    /// Headers that describe an upload's progress: the offset, and the expiry while it can expire.
+    /// Headers that describe an upload's progress: the offset, the expiry while it can expire, and once
+    /// it is an asset its ETag (its SHA-256, as `GET /v1/assets/ID` gives it), so that the client that
+    /// finished it learns what the server holds without hashing the file itself.
     static func progressHeaders(_ info: UploadInfo, settings: UploadSettings) -> [(String, String)] {
         var headers = [("Upload-Offset", String(info.offset))]
         if info.canExpire { headers.append(("Upload-Expires", HTTPDate.format(info.touchedAt + settings.expiryNanoseconds))) }
+        if info.isFinished, info.concat != .partial, !info.sha256.isEmpty { headers.append(("ETag", "\"\(info.sha256)\"")) }
         return headers
     }
 }

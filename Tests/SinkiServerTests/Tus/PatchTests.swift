@@ -109,6 +109,26 @@ import SinkiTestSupport
         #expect(tus.stored(id) == sent + pattern(40_000, seed: 7))
     }
 
+    @Test func aCutOffBodyGivesBackTheBlocksReservedForIt() async throws {
+        let tus = try TusFixture()
+        let declared = 64 << 20
+        let id = try tus.create(length: Int64(declared))
+        let connection = try tus.fixture.connect()
+        try connection.write(bytes("PATCH /v1/uploads/\(id) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+                                   + "Upload-Offset: 0\r\nContent-Length: \(declared)\r\n\r\n"))
+        try connection.write(pattern(60_000))
+        try await waitUntil("the server to have the bytes") { tus.stored(id)?.count == 60_000 }
+        var info = stat()
+        #expect(stat(tus.uploadsDirectory + "/\(id).bin", &info) == 0)
+        // While the chunk streams, its declared length is allocated past the file's end.
+        #expect(Int(info.st_blocks) * 512 >= declared)
+        _ = consume connection
+        try await waitUntil("HEAD to say where to go on") { try tus.head(id).header("Upload-Offset") == "60000" }
+        #expect(stat(tus.uploadsDirectory + "/\(id).bin", &info) == 0)
+        #expect(info.st_size == 60_000)
+        #expect(Int(info.st_blocks) * 512 < 1 << 20)
+    }
+
     @Test func aCutOffBodyWithAChecksumIsDiscarded() async throws {
         let tus = try TusFixture()
         let id = try tus.create(length: 100_000)
