@@ -10,17 +10,43 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return (int(parts[11]) + int(parts[12])) / TICK  # utime, stime
+    """CPU seconds of the process and every process below it."""
+    total = 0
+    for p in [pid] + descendants(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+            total += (int(parts[11]) + int(parts[12])) / TICK  # utime, stime
+        except FileNotFoundError:
+            pass
+    return total
 
 
 def memory_kib(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
+    """`field` of the process, or of the largest process below it: `syncthing serve` is a monitor
+    that runs the real syncthing as its child."""
+    best = 0
+    for p in [pid] + descendants(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith(field + ":"):
+                        best = max(best, int(line.split()[1]))
+        except FileNotFoundError:
+            pass
+    return best
+
+
+def descendants(pid):
+    out = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                for child in f.read().split():
+                    out += [int(child)] + descendants(int(child))
+    except FileNotFoundError:
+        pass
+    return out
 
 
 def status(state):
@@ -168,7 +194,7 @@ def main():
     if s and "syncthing" in results:
         t = results["syncthing"]
         print(f"  idle RSS: sinkid {s['idle RSS MiB']:.0f} MiB vs syncthing {t['idle RSS MiB']:.0f} MiB "
-              f"({t['idle RSS MiB'] / max(s['idle RSS MiB'], 0.1):.1f}x less)")
+              f"(sinkid uses {s['idle RSS MiB'] / max(t['idle RSS MiB'], 0.1):.2f}x syncthing's)")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ _TEMPORARY = (".sinki-tmp-", ".syncthing.", "~syncthing~", ".unison.", ".~tmp~")
 
 
 def _temporary(name):
-    return name.startswith(_TEMPORARY) or (name.startswith(".") and ".tmp" in name)
+    # "#12345": the kernel's name for an O_TMPFILE inode, written before it is linked under its own.
+    return name.startswith(_TEMPORARY) or (name.startswith(".") and ".tmp" in name) or name.startswith("#")
 
 
 class TreeCounter:
