@@ -226,7 +226,6 @@ public actor Agent {
                 note(report, root: index)
             }
             let elapsed = Double(Clock.monotonic() - started) / 1e9
-            trimMemory()
             logger.info("scanned \(configuration.roots.count) root(s) in \(String(format: "%.2f", elapsed)) s; \(queued) local change(s) to send")
             scanFinished()
         } catch {
@@ -237,6 +236,8 @@ public actor Agent {
         }
         pullTask = Task { await self.pullLoop() }
         schedulePeriodicRescan()
+        // After the feed's first request is out: a trim after a big scan takes a while.
+        Task { self.trimMemory() }
     }
 
     /// Called from the replica as a walk commits each chunk: pushing starts before the walk ends.
