@@ -53,7 +53,8 @@ final class TestConnection {
         fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0, connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
             let message = String(cString: strerror(errno))
-            if fd >= 0 { Glibc.close(fd) }
+            // No close here: every stored property is set, so deinit runs and closes it. A second
+            // close could hit a descriptor another thread just opened (a server's listen socket).
             throw ClientError(description: "connect to \(host):\(port): \(message)")
         }
         var one: Int32 = 1
