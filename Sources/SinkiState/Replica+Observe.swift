@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 import SinkiLoop
 import SinkiRecord
 import SinkiSupport
@@ -46,27 +47,8 @@ extension Replica {
         let rules = ignores[root]
         let safeRoot = safeRoots[root]
         // The walk (system calls) runs on another thread while this one reads the database's rows.
-        async let walking = Blocking.run { () throws -> WalkOutcome in
-            let watchLimitHit = Flag()
-            let unwatched = UnwatchedList()
-            let walker = TreeWalker(beforeListing: { directory, rel in
-                guard let inotify else { return }
-                do {
-                    try inotify.watch(directory, root: root, relative: rel)
-                } catch let error as SystemError where error.errno == ENOSPC {
-                    watchLimitHit.value = true
-                    unwatched.paths.append(rel)
-                } catch {
-                    logger.warning("cannot watch \(directory.path): \(error)")
-                }
-            }, isIgnored: rules.isEmpty ? nil : { rel, isDirectory in rules.isIgnored(rel, isDirectory: isDirectory) })
-            do throws(SystemError) {
-                return WalkOutcome(report: try walker.walk(root: try safeRoot.descriptor(), relative: relative),
-                                   watchLimitHit: watchLimitHit.value, unwatched: unwatched.paths)
-            } catch {
-                guard error.errno == ENOENT || error.errno == ENOTDIR || error.errno == ELOOP else { throw error }
-                return WalkOutcome(report: nil, watchLimitHit: false, unwatched: [])
-            }
+        async let walking = Blocking.run {
+            try Self.walkTree(safeRoot, root: root, relative: relative, inotify: inotify, rules: rules, logger: logger)
         }
         let writesBefore = store.fileWrites
         var known = try store.presentFiles(under: base)
@@ -77,10 +59,6 @@ extension Replica {
             // The directory went away (or became something else) before we got there.
             return try await check(root: root, paths: [relative])
         }
-        let watchLimitHit = Flag()
-        watchLimitHit.value = outcome.watchLimitHit
-        let unwatched = UnwatchedList()
-        unwatched.paths = outcome.unwatched
         for line in walk.errors { logger.warning(line) }
         for name in walk.invalidNames { noteSkipped(root: root, relative: name, why: "its name is not valid UTF-8") }
         for name in walk.special { noteSkipped(root: root, relative: name, why: "it is a fifo, socket or device") }
@@ -145,7 +123,7 @@ extension Replica {
                 }
             }
         }
-        unwatchedDirectories[root].formUnion(unwatched.paths)
+        unwatchedDirectories[root].formUnion(outcome.unwatched)
         // Parents before children, and gone paths deepest first, across the whole walk; then in
         // chunks, each its own transaction, so that pushing starts while the rest is still hashed
         // (other calls may run between chunks).
@@ -166,8 +144,8 @@ extension Replica {
             if start < ordered.count { await Task.yield() }
         }
         report.seen = walk.entries.count
-        report.watchLimitHit = watchLimitHit.value
-        report.unwatched = unwatched.paths.count
+        report.watchLimitHit = outcome.watchLimitHit
+        report.unwatched = outcome.unwatched.count
         return report
     }
 
@@ -350,6 +328,36 @@ extension Replica {
     }
 }
 
+extension Replica {
+    /// Walks `relative` below a root, placing a watch on each directory before it is listed. Runs
+    /// off the actor, its subtrees on several threads.
+    static func walkTree(_ safeRoot: SafeRoot, root: Int, relative: String, inotify: Inotify?, rules: IgnoreRules,
+                         logger: Logger) throws(SystemError) -> WalkOutcome {
+        let unwatched = UnwatchedList()
+        let watch: @Sendable (FileDescriptor, String) -> Void = { directory, rel in
+            guard let inotify else { return }
+            do throws(SystemError) {
+                try inotify.watch(directory, root: root, relative: rel)
+            } catch where error.errno == ENOSPC {
+                unwatched.append(rel)
+            } catch {
+                logger.warning("cannot watch \(directory.path): \(error)")
+            }
+        }
+        var ignored: (@Sendable (String, Bool) -> Bool)?
+        if !rules.isEmpty { ignored = { @Sendable rel, isDirectory in rules.isIgnored(rel, isDirectory: isDirectory) } }
+        let walker = TreeWalker(beforeListing: watch, isIgnored: ignored)
+        do {
+            let report = try walker.walk(root: try safeRoot.descriptor(), relative: relative)
+            let missed = unwatched.paths
+            return WalkOutcome(report: report, watchLimitHit: !missed.isEmpty, unwatched: missed)
+        } catch {
+            guard error.errno == ENOENT || error.errno == ENOTDIR || error.errno == ELOOP else { throw error }
+            return WalkOutcome(report: nil, watchLimitHit: false, unwatched: [])
+        }
+    }
+}
+
 /// What a walk found, carried back from the thread it ran on (`report` nil: the directory was gone).
 struct WalkOutcome: Sendable {
     var report: WalkReport?
@@ -357,14 +365,13 @@ struct WalkOutcome: Sendable {
     var unwatched: [String]
 }
 
-/// A flag a non-escaping walk callback can set (closures may not capture a mutable local).
-final class Flag {
-    var value = false
-}
+/// Directories a walk could not watch (the inotify watch limit), collected by its callback from
+/// the threads the walk runs on.
+final class UnwatchedList: Sendable {
+    private let list = Mutex<[String]>([])
 
-/// Directories a walk could not watch (the inotify watch limit), collected by its callback.
-final class UnwatchedList {
-    var paths: [String] = []
+    func append(_ path: String) { list.withLock { $0.append(path) } }
+    var paths: [String] { list.withLock { $0 } }
 }
 
 extension Replica {

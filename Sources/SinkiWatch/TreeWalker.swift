@@ -1,4 +1,5 @@
 import Glibc
+import SinkiLoop
 import SinkiSupport
 
 /// One entry found on disk by a walk: its path below the root and what lstat says.
@@ -29,20 +30,22 @@ public struct WalkReport: Sendable {
 
 /// Walks a directory tree with `openat`/`fstatat` relative to directory descriptors, never
 /// following symlinks, so a walk cannot leave its root however the tree changes under it.
-public struct TreeWalker {
+public struct TreeWalker: Sendable {
     /// Called for each directory before it is listed (with its open descriptor), so a watch can be
-    /// placed before the listing and nothing created meanwhile is missed.
-    public var beforeListing: ((FileDescriptor, String) -> Void)?
+    /// placed before the listing and nothing created meanwhile is missed. Called from several
+    /// threads at once: the subtrees of the starting directory are walked in parallel.
+    public var beforeListing: (@Sendable (FileDescriptor, String) -> Void)?
     /// Whether a path below the root is ignored (it is neither listed nor descended into).
-    public var isIgnored: ((String, Bool) -> Bool)?
+    public var isIgnored: (@Sendable (String, Bool) -> Bool)?
 
-    public init(beforeListing: ((FileDescriptor, String) -> Void)? = nil, isIgnored: ((String, Bool) -> Bool)? = nil) {
+    public init(beforeListing: (@Sendable (FileDescriptor, String) -> Void)? = nil, isIgnored: (@Sendable (String, Bool) -> Bool)? = nil) {
         self.beforeListing = beforeListing
         self.isIgnored = isIgnored
     }
 
     /// Walks the directory `relative` below `root` (`""` for the whole root). The starting directory
-    /// itself is not an entry.
+    /// itself is not an entry. Its subdirectories are walked on Dispatch's threads: a walk is
+    /// system calls, one `fstatat` per entry, and two cores halve it.
     public func walk(root: FileDescriptor, relative: String) throws(SystemError) -> WalkReport {
         var report = WalkReport()
         let start: FileDescriptor
@@ -52,11 +55,53 @@ public struct TreeWalker {
             start = try FileDescriptor.open(relative, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW, relativeTo: root,
                                             displayPath: root.path + "/" + relative)
         }
-        walkDirectory(start, relative: relative, into: &report)
+        var subdirectories: [Subdirectory] = []
+        walkDirectory(start, relative: relative, into: &report, deferring: &subdirectories)
+        let parent = start.raw, parentPath = start.path
+        let subreports = withExtendedLifetime(start) {
+            Blocking.map(subdirectories) { sub -> WalkReport in
+                var subreport = WalkReport()
+                let fd = openat(parent, sub.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                if fd < 0 {
+                    // Replaced by something else since the stat: its own event brings it back.
+                    if errno != ENOENT && errno != ENOTDIR && errno != ELOOP {
+                        subreport.errors.append("\(SystemError("open", errno: errno, path: parentPath + "/" + sub.name))")
+                    }
+                    return subreport
+                }
+                var none: [Subdirectory]?
+                walkDirectory(FileDescriptor(raw: fd, path: parentPath + "/" + sub.name), relative: sub.relative, into: &subreport,
+                              deferring: &none)
+                return subreport
+            }
+        }
+        for subreport in subreports {
+            report.entries += subreport.entries
+            report.invalidNames += subreport.invalidNames
+            report.special += subreport.special
+            report.errors += subreport.errors
+            report.ignored += subreport.ignored
+        }
         return report
     }
 
-    private func walkDirectory(_ directory: FileDescriptor, relative: String, into report: inout WalkReport) {
+    /// A directory found in the starting one, walked later on its own thread.
+    struct Subdirectory: Sendable {
+        var name: String
+        var relative: String
+    }
+
+    private func walkDirectory(_ directory: FileDescriptor, relative: String, into report: inout WalkReport,
+                               deferring subdirectories: inout [Subdirectory]) {
+        var deferring: [Subdirectory]? = subdirectories
+        walkDirectory(directory, relative: relative, into: &report, deferring: &deferring)
+        subdirectories = deferring ?? []
+    }
+
+    /// Lists `directory` and stats its entries; a subdirectory is walked at once, or, when
+    /// `deferring` is not nil, added to it for later.
+    private func walkDirectory(_ directory: FileDescriptor, relative: String, into report: inout WalkReport,
+                               deferring: inout [Subdirectory]?) {
         beforeListing?(directory, relative)
         let listing: (names: [String], invalid: [[UInt8]])
         do {
@@ -88,6 +133,10 @@ public struct TreeWalker {
                 report.entries.append(DiskEntry(relative: path, stat: stat))
             case .directory:
                 report.entries.append(DiskEntry(relative: path, stat: stat))
+                if deferring != nil {
+                    deferring!.append(Subdirectory(name: name, relative: path))
+                    continue
+                }
                 let child: FileDescriptor
                 do {
                     child = try FileDescriptor.open(name, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW, relativeTo: directory,
@@ -97,7 +146,8 @@ public struct TreeWalker {
                     if error.errno != ENOENT && error.errno != ENOTDIR && error.errno != ELOOP { report.errors.append("\(error)") }
                     continue
                 }
-                walkDirectory(child, relative: path, into: &report)
+                var none: [Subdirectory]?
+                walkDirectory(child, relative: path, into: &report, deferring: &none)
             }
         }
     }
