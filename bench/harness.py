@@ -123,6 +123,42 @@ def drop_caches_hint():
     pass
 
 
+def start_lsyncd(scratch):
+    """lsyncd (delay 0: a local rsync at once) from scratch("a") to scratch("b"), started and past
+    its first sync; returns (a, b, process)."""
+    a, b = scratch("a"), scratch("b")
+    os.makedirs(a)
+    os.makedirs(b)
+    conf = scratch("lsyncd.conf")
+    with open(conf, "w") as f:
+        f.write('settings { nodaemon = true, statusInterval = 3600 }\n'
+                f'sync {{ default.rsync, source = "{a}", target = "{b}", delay = 0 }}\n')
+    proc = Proc(["lsyncd", conf], scratch("lsyncd.log"))
+    try:
+        proc.wait_for(r"Startup of .* finished|Normal: Startup", timeout=30)
+    except BaseException:
+        proc.stop()
+        raise
+    return a, b, proc
+
+
+def run_rounds(chosen, runs, label, template):
+    """Each of `chosen` (name, fn, binary) once per round, in the same order, each in a fresh
+    scratch folder `label`; a tool that fails is reported, not fatal. Returns the samples by name."""
+    samples = {name: [] for name, _, _ in chosen}
+    for run in range(runs):
+        for name, fn, _ in chosen:
+            scratch = Scratch(label)
+            try:
+                samples[name].append(fn(template, scratch))
+            except Exception as e:
+                print(f"  {name}: run {run + 1} failed: {e}", file=sys.stderr)
+            finally:
+                scratch.close()
+        print(f"  run {run + 1}/{runs}: " + ", ".join(f"{n} {samples[n][-1]:.3f}s" for n, _, _ in chosen if samples[n]), flush=True)
+    return samples
+
+
 def summarize(name, samples):
     if not samples:
         return None

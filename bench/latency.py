@@ -54,16 +54,8 @@ def run_sinkid(scratch, count):
 
 
 def run_lsyncd(scratch, count):
-    a, b = scratch("a"), scratch("b")
-    os.makedirs(a)
-    os.makedirs(b)
-    conf = scratch("lsyncd.conf")
-    with open(conf, "w") as f:
-        f.write('settings { nodaemon = true, statusInterval = 3600 }\n'
-                f'sync {{ default.rsync, source = "{a}", target = "{b}", delay = 0 }}\n')
-    proc = h.Proc(["lsyncd", conf], scratch("lsyncd.log"))
+    a, b, proc = h.start_lsyncd(scratch)
     try:
-        proc.wait_for(r"Startup of .* finished|Normal: Startup", timeout=30)
         with open(os.path.join(a, "doc.txt"), "wb") as f:
             f.write(os.urandom(SIZE))
         h.wait_count(b, 1)

@@ -65,16 +65,8 @@ def run_sinkid(template, scratch):
 
 
 def run_lsyncd(template, scratch):
-    a, b = scratch("a"), scratch("b")
-    os.makedirs(a)
-    os.makedirs(b)
-    conf = scratch("lsyncd.conf")
-    with open(conf, "w") as f:
-        f.write('settings { nodaemon = true, statusInterval = 3600 }\n'
-                f'sync {{ default.rsync, source = "{a}", target = "{b}", delay = 0 }}\n')
-    proc = h.Proc(["lsyncd", conf], scratch("lsyncd.log"))
+    a, b, proc = h.start_lsyncd(scratch)
     try:
-        proc.wait_for(r"Startup of .* finished|Normal: Startup", timeout=30)
         source = staged(template, scratch)
         t0 = time.monotonic()
         os.rename(source, os.path.join(a, NAME))
@@ -156,19 +148,8 @@ def main():
         for _ in range(SIZE >> 24):
             f.write(os.urandom(1 << 24))
     chosen = [p for p in PEERS if (p[2] is None or h.have(p[2])) and (not args.only or p[0].split()[0] in args.only.split(","))]
-    samples = {name: [] for name, _, _ in chosen}
     try:
-        for run in range(args.runs):
-            for name, fn, _ in chosen:
-                scratch = h.Scratch("w3")
-                try:
-                    samples[name].append(fn(template, scratch))
-                except Exception as e:  # a peer that fails is reported, not fatal
-                    print(f"  {name}: run {run + 1} failed: {e}", file=sys.stderr)
-                finally:
-                    scratch.close()
-            print(f"  run {run + 1}/{args.runs}: " + ", ".join(f"{n} {samples[n][-1]:.3f}s" for n, _, _ in chosen if samples[n]),
-                  flush=True)
+        samples = h.run_rounds(chosen, args.runs, "w3", template)
     finally:
         remove(template)
         template_scratch.close()
