@@ -34,9 +34,9 @@ extension Replica {
         var remoteSide = ConflictSide(device: remote.device, deleted: remote.deleted, size: remote.deleted ? 0 : remote.size,
                                       sha256: remote.deleted ? "" : remote.sha256, modifiedAt: remote.modifiedAt, copy: nil)
         if !remote.deleted && remote.kind == .file {
-            if remote.data == nil && remote.size > 0 && remote.asset != nil {
+            if Self.isAssetContent(remote) {
                 // A large file's version is copied from its checked download, never read into memory.
-                let source = try FileDescriptor.open(downloadsDirectory + "/" + remote.sha256, flags: O_RDONLY | O_NOFOLLOW)
+                let source = try FileDescriptor.open(downloadPath(remote.sha256), flags: O_RDONLY | O_NOFOLLOW)
                 remoteSide.copy = try createAside(item.path, device: remote.device, time: now) { try DiskWriter.copy(from: source, to: $0) }
             } else {
                 let bytes = try Self.content(of: remote)

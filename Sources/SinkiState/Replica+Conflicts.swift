@@ -116,9 +116,9 @@ extension Replica {
                 remoteVersion = .deletion(modifiedAt: remote.modifiedAt, device: remote.device)
             } else {
                 var content = MergeVersion.Content.none
-                if readsContent, remote.data == nil, remote.size > 0, let asset = remote.asset {
+                if readsContent, Self.isAssetContent(remote) {
                     // A large file's version was downloaded and checked before its conflict came here.
-                    content = .file(downloadsDirectory + "/" + asset.sha256)
+                    content = .file(downloadPath(remote.sha256))
                 } else if readsContent {
                     do { content = .bytes(try Self.content(of: remote)) } catch {
                         logger.error("refusing remote record \(quoted(remote.path)): \(error)")
@@ -359,7 +359,7 @@ extension Replica {
     /// returns the row that records it as a new local file (saved by the caller once it is durable).
     private func writeRemoteAside(_ remote: Record, root: Int, relative: String) -> KnownFile? {
         // A large file's version is copied from its checked download, never read into memory.
-        let downloaded = remote.data == nil && remote.size > 0 && remote.asset != nil
+        let downloaded = Self.isAssetContent(remote)
         var bytes: [UInt8] = []
         if !downloaded {
             do { bytes = try Self.content(of: remote) } catch {

@@ -42,7 +42,7 @@ extension Replica {
             if record.movedFrom != nil, (try? safeRoots[root].stat(relative)) == .some(nil), try store.outboxEntry(record.path) == nil,
                try renamePlan(record, root: root, relative: relative, row: try store.file(record.path)) != nil { continue }
             seen.insert(asset.sha256)
-            out.append(AssetFetch(path: record.path, asset: asset, partialPath: downloadsDirectory + "/" + asset.sha256 + ".part",
+            out.append(AssetFetch(path: record.path, asset: asset, partialPath: downloadPath(asset.sha256) + ".part",
                                   ready: hasDownload(asset)))
         }
         if !out.isEmpty && mkdir(downloadsDirectory, 0o700) != 0 && errno != EEXIST {
@@ -53,19 +53,25 @@ extension Replica {
 
     /// The partial file holds the asset, checked: it becomes the download the next apply uses.
     public func downloadFinished(_ fetch: AssetFetch) throws {
-        let done = downloadsDirectory + "/" + fetch.asset.sha256
+        let done = downloadPath(fetch.asset.sha256)
         try syscall("rename", path: fetch.partialPath) { rename(fetch.partialPath, done) }
     }
 
     /// Removes downloads the apply did not consume (their record lost to a newer one, say).
     public func discardDownloads(_ fetches: [AssetFetch]) {
-        for fetch in fetches { unlink(downloadsDirectory + "/" + fetch.asset.sha256) }
+        for fetch in fetches { unlink(downloadPath(fetch.asset.sha256)) }
     }
+
+    /// Where the download of the content with this SHA-256 waits once checked.
+    func downloadPath(_ sha256: String) -> String { downloadsDirectory + "/" + sha256 }
+
+    /// Whether `record`'s bytes are a large file's asset (downloaded and checked before use), not inline.
+    static func isAssetContent(_ record: Record) -> Bool { record.data == nil && record.size > 0 && record.asset != nil }
 
     /// Whether the checked download of `asset` is waiting in the state folder.
     func hasDownload(_ asset: Asset) -> Bool {
         var info = Glibc.stat()
-        return lstat(downloadsDirectory + "/" + asset.sha256, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+        return lstat(downloadPath(asset.sha256), &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
             && Int64(info.st_size) == asset.size
     }
 
