@@ -55,8 +55,9 @@ public struct TreeWalker: Sendable {
             start = try FileDescriptor.open(relative, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW, relativeTo: root,
                                             displayPath: root.path + "/" + relative)
         }
-        var subdirectories: [Subdirectory] = []
-        walkDirectory(start, relative: relative, into: &report, deferring: &subdirectories)
+        var deferred: [Subdirectory]? = []
+        walkDirectory(start, relative: relative, into: &report, deferring: &deferred)
+        let subdirectories = deferred ?? []
         let parent = start.raw, parentPath = start.path
         let subreports = withExtendedLifetime(start) {
             Blocking.map(subdirectories) { sub -> WalkReport in
@@ -89,13 +90,6 @@ public struct TreeWalker: Sendable {
     struct Subdirectory: Sendable {
         var name: String
         var relative: String
-    }
-
-    private func walkDirectory(_ directory: FileDescriptor, relative: String, into report: inout WalkReport,
-                               deferring subdirectories: inout [Subdirectory]) {
-        var deferring: [Subdirectory]? = subdirectories
-        walkDirectory(directory, relative: relative, into: &report, deferring: &deferring)
-        subdirectories = deferring ?? []
     }
 
     /// Lists `directory` and stats its entries; a subdirectory is walked at once, or, when
