@@ -66,9 +66,6 @@ extension StateStore {
 
     /// Counts of files present, and their bytes, below a root.
     public func totals(root: String) throws -> (files: Int, bytes: Int64) {
-        var result = (0, Int64(0))
-        try database.query("SELECT count(*), coalesce(sum(size), 0) FROM files WHERE present = 1 AND kind != 1 AND path >= ? AND path < ?",
-                           root + "/", root + "0") { row in result = (row.int(0), row.int64(1)) }
-        return result
+        try StatusQueries.totals(database, root: root)
     }
 }

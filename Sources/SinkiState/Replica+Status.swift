@@ -50,7 +50,7 @@ extension Replica {
     /// `sinkid status --watch` asks every second, and on 100,000 files a count is a table scan.
     func cachedTotals(_ root: String) throws -> (files: Int, bytes: Int64) {
         if let cached = totalsCache[root], cached.writes == store.fileWrites { return cached.totals }
-        let totals = try StatusQueries.totals(store.database, root: root)
+        let totals = try store.totals(root: root)
         totalsCache[root] = (store.fileWrites, totals)
         return totals
     }
