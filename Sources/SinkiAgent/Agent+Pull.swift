@@ -19,11 +19,15 @@ extension Agent {
                 _ = await sleeper.sleep(milliseconds: 3_600_000)
                 continue
             }
+            let pending = prefetched
+            prefetched = nil
+            var upcoming: Task<RecordPage, any Error>?
+            // The next page is kept only once the one it follows is applied.
+            defer { upcoming?.cancel() }
             do {
                 let page: RecordPage
-                if let next = prefetched {
-                    prefetched = nil
-                    page = try await next.value
+                if let pending {
+                    page = try await pending.value
                 } else {
                     let token = try await replica.feedToken(server: feedKey)
                     page = try await client.changes(since: token, wait: caughtUp ? configuration.pollWaitSeconds : 0, limit: 1000)
@@ -31,9 +35,11 @@ extension Agent {
                 connected()
                 if page.more {
                     let token = page.token
-                    prefetched = Task { try await self.page(after: token) }
+                    upcoming = Task { try await self.page(after: token) }
                 }
                 try await absorb(page)
+                prefetched = upcoming
+                upcoming = nil
                 if !page.more && page.records.count > 100 { trimMemory() }
                 if !page.more && !caughtUp {
                     caughtUp = true
@@ -41,8 +47,6 @@ extension Agent {
                 }
                 pumpPush()
             } catch let error as SyncError {
-                prefetched?.cancel()
-                prefetched = nil
                 if stopping { return }
                 if case .transport(.cancelled) = error { return }
                 if error.isStaleToken {
@@ -53,15 +57,11 @@ extension Agent {
                 if case .transport = error { disconnected(error) } else { logger.error("\(error)") }
                 _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
             } catch let error as TransferStalled {
-                prefetched?.cancel()
-                prefetched = nil
                 // Nothing past the failed download is applied; `sinkid retry` wakes this.
                 if stopping { return }
                 logger.warning("\(error)")
                 _ = await sleeper.sleep(milliseconds: 3_600_000)
             } catch {
-                prefetched?.cancel()
-                prefetched = nil
                 if stopping || Task.isCancelled { return }
                 logger.error("cannot apply remote changes: \(error)")
                 _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
