@@ -319,36 +319,38 @@ extension Replica {
     /// name must be free), telling the watcher to expect it. Not durable until the root's `syncfs`.
     func writeLocal(root: Int, relative: String, bytes: [UInt8], mode: UInt32, modifiedAt: Int64,
                             expect: FileStat?) throws -> FileStat {
-        var made: [String] = []
-        let parent = try safeRoots[root].openParent(of: relative, create: false, made: &made)
-        let name = relative.split(separator: "/").last.map(String.init) ?? relative
         let directory = relative.lastIndex(of: "/").map { String(relative[..<$0]) + "/" } ?? ""
         let echoes = self.echoes
-        do {
-            return try DiskWriter.writeFile(parent: parent.raw, parentPath: parent.path, name: name, bytes: bytes, mode: mode,
-                                            modifiedAt: modifiedAt, expect: expect) { inode in
-                echoes?.expect(root: root, relative: relative, .fileIn)
+        return try placing(root: root, relative: relative) { parent, name, expectIt in
+            try DiskWriter.writeFile(parent: parent.raw, parentPath: parent.path, name: name, bytes: bytes, mode: mode,
+                                     modifiedAt: modifiedAt, expect: expect) { inode in
+                expectIt()
                 if let inode { echoes?.expect(root: root, relative: directory + "#\(inode)", .anonymous) }
             }
-        } catch {
-            echoes?.cancel(root: root, relative: relative, .fileIn)
-            throw error
         }
     }
 
     /// Copies the checked download of `remote` to `relative`, which must be free (the download stays
     /// for the apply that may still need it). Not durable until the root's `syncfs`.
     func placeDownload(_ remote: Record, root: Int, relative: String) throws -> FileStat {
+        try placing(root: root, relative: relative) { parent, name, expectIt in
+            try DiskWriter.placeFile(sourceDirectory: downloadsDirectory, sourceName: remote.sha256, move: false, parent: parent.raw,
+                                     parentPath: parent.path, name: name, mode: remote.mode, modifiedAt: remote.modifiedAt,
+                                     expect: nil, willAppear: expectIt)
+        }
+    }
+
+    /// Runs `write` with the parent folder of `relative` and the entry's name; `write` calls its
+    /// third argument right before the file appears, so the watcher takes it as ours, and a write
+    /// that fails takes that back.
+    private func placing(root: Int, relative: String,
+                         _ write: (_ parent: FileDescriptor, _ name: String, _ expectIt: () -> Void) throws -> FileStat) throws -> FileStat {
         var made: [String] = []
         let parent = try safeRoots[root].openParent(of: relative, create: false, made: &made)
         let name = relative.split(separator: "/").last.map(String.init) ?? relative
         let echoes = self.echoes
         do {
-            return try DiskWriter.placeFile(sourceDirectory: downloadsDirectory, sourceName: remote.sha256, move: false, parent: parent.raw,
-                                            parentPath: parent.path, name: name, mode: remote.mode, modifiedAt: remote.modifiedAt,
-                                            expect: nil) {
-                echoes?.expect(root: root, relative: relative, .fileIn)
-            }
+            return try write(parent, name) { echoes?.expect(root: root, relative: relative, .fileIn) }
         } catch {
             echoes?.cancel(root: root, relative: relative, .fileIn)
             throw error
