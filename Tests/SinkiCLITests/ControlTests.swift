@@ -243,7 +243,7 @@ import Testing
     @Test func systemdHearsReadyStatusAndStopping() async throws {
         let cluster = Cluster("sinki-notify")
         try cluster.startServer()
-        let listener = try NotifyListener(cluster.directory.child("notify"))
+        let listener = try DatagramListener(cluster.directory.child("notify"))
         let agent = try ChildProcess(sinkidExecutable(), ["--root", cluster.root("a"), "--server", cluster.serverURL,
                                                           "--state", cluster.directory.child("a") + "/state"],
                                      environment: ["NOTIFY_SOCKET": cluster.directory.child("notify")],
@@ -270,33 +270,5 @@ func put(_ path: String, _ text: String = "", size: Int = 0) throws {
     var bytes = Array(text.utf8)
     guard bytes.withUnsafeMutableBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count, ftruncate(fd, off_t(max(size, bytes.count))) == 0 else {
         throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-    }
-}
-
-/// A bound datagram socket standing in for systemd's notify socket.
-final class NotifyListener {
-    let fd: Int32
-
-    init(_ path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in for (i, byte) in path.utf8.enumerated() { raw[i] = byte } }
-        let status = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard status == 0 else { throw POSIXError(.EADDRINUSE) }
-        var timeout = timeval(tv_sec: 15, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    deinit { close(fd) }
-
-    /// The next datagram, waiting up to 15 s.
-    func receive() throws -> String {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let got = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        guard got >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-        return String(decoding: buffer[..<got], as: UTF8.self)
     }
 }

@@ -129,7 +129,7 @@ actor RecordingHandler: ControlHandler {
 
     @Test func theNotifierSendsDatagramsToSystemd() throws {
         let directory = TemporaryDirectory("sinki-notify")
-        let listener = try DatagramListener(directory.child("notify"))
+        let listener = try DatagramListener(directory.child("notify"), timeoutSeconds: 10)
         let notifier = try #require(ServiceNotifier(socketPath: directory.child("notify")))
         notifier.ready(status: "syncing 1 root(s)")
         notifier.status("syncing 1 root(s)")
@@ -184,33 +184,5 @@ final class RawSocket {
             throw SystemError("read", errno: got == 0 ? ECONNRESET : errno)
         }
         return out
-    }
-}
-
-/// A bound datagram socket standing in for systemd's notify socket.
-final class DatagramListener {
-    let fd: Int32
-
-    init(_ path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in for (i, byte) in path.utf8.enumerated() { raw[i] = byte } }
-        let status = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard status == 0 else { throw SystemError("bind", errno: errno, path: path) }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    deinit { close(fd) }
-
-    /// The next datagram, waiting up to 10 s.
-    func receive() throws -> String {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let got = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        guard got >= 0 else { throw SystemError("recv", errno: errno) }
-        return String(decoding: buffer[..<got], as: UTF8.self)
     }
 }
