@@ -314,7 +314,7 @@ let fiftyMiB = 50 << 20
         defer { thread.stop() }
         let agent = LoopClient(loop: thread.loop)
 
-        let url = "http://127.0.0.1:\(closedPort())/v1/changes"
+        let url = "http://127.0.0.1:\(freePort())/v1/changes"
         do {
             _ = try await agent.get(url)
             Issue.record("a closed port answered")

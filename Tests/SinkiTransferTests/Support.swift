@@ -144,23 +144,5 @@ func writeFile(_ path: String, _ bytes: [UInt8]) throws {
     try file.write(bytes)
 }
 
-/// A port on 127.0.0.1 that nothing listens on: bound, then closed.
-func closedPort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-            _ = bind(fd, raw, length)
-            _ = getsockname(fd, raw, &length)
-        }
-    }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
-
 /// Seconds since `start` (monotonic nanoseconds).
 func seconds(since start: Int64) -> Double { Double(SinkiSupport.Clock.monotonic() - start) / 1e9 }
