@@ -1,62 +1,112 @@
 import CCrypto
+import CZlib
 
-/// A streaming SHA-256 or SHA-1 hash through OpenSSL's libcrypto (SHA-NI where the CPU has it).
+/// A streaming hash: SHA-256 or SHA-1 through OpenSSL's libcrypto (SHA-NI where the CPU has it), or
+/// CRC-32 through zlib.
 public final class Digest {
-    /// The algorithms sinki uses: SHA-256 for content, SHA-1 for tus checksums peers ask for.
-    public enum Algorithm: String, Sendable {
+    /// The algorithms sinki uses: SHA-256 for content; for tus chunk checksums, CRC-32 (cheap, and all a
+    /// chunk needs: the file's SHA-256 is checked end to end) and SHA-1 or SHA-256 for peers that ask.
+    public enum Algorithm: String, Sendable, CaseIterable {
         case sha256
         case sha1
+        /// CRC-32 as in zlib and gzip (ISO-HDLC, polynomial 0x04C11DB7 reflected); its digest is the
+        /// value's 4 bytes, most significant first.
+        case crc32
 
         var md: OpaquePointer? { self == .sha256 ? EVP_sha256() : EVP_sha1() }
-        public var byteCount: Int { self == .sha256 ? 32 : 20 }
+        public var byteCount: Int {
+            switch self {
+            case .sha256: 32
+            case .sha1: 20
+            case .crc32: 4
+            }
+        }
     }
 
-    private let context: OpaquePointer
+    private enum State {
+        case evp(OpaquePointer)
+        case crc(UInt)
+    }
+
+    private var state: State
     public let algorithm: Algorithm
 
     public init(_ algorithm: Algorithm = .sha256) {
-        guard let context = EVP_MD_CTX_new() else { fatalError("bug: EVP_MD_CTX_new failed (out of memory)") }
-        self.context = context
         self.algorithm = algorithm
+        state = Self.fresh(algorithm)
+    }
+
+    private static func fresh(_ algorithm: Algorithm) -> State {
+        guard algorithm != .crc32 else { return .crc(0) }
+        guard let context = EVP_MD_CTX_new() else { fatalError("bug: EVP_MD_CTX_new failed (out of memory)") }
         EVP_DigestInit_ex(context, algorithm.md, nil)
+        return .evp(context)
     }
 
     private init(copying other: UInt, _ algorithm: Algorithm) {
+        self.algorithm = algorithm
+        guard algorithm != .crc32 else {
+            state = .crc(other)
+            return
+        }
         guard let context = EVP_MD_CTX_new() else { fatalError("bug: EVP_MD_CTX_new failed (out of memory)") }
         EVP_MD_CTX_copy_ex(context, OpaquePointer(bitPattern: other))
-        self.context = context
-        self.algorithm = algorithm
+        state = .evp(context)
     }
 
-    deinit { EVP_MD_CTX_free(context) }
+    deinit {
+        if case .evp(let context) = state { EVP_MD_CTX_free(context) }
+    }
 
     /// An independent hasher in the same state: feed it bytes that may yet be taken back.
     /// Made from the C state alone, the copy shares nothing with this digest: it may go to another thread.
     public func copy() -> sending Digest {
-        // The context crosses as an address (pointers are not Sendable); it is only read, during this call.
-        Digest(copying: UInt(bitPattern: context), algorithm)
+        switch state {
+        case .evp(let context):
+            // The context crosses as an address (pointers are not Sendable); it is only read, during this call.
+            Digest(copying: UInt(bitPattern: context), algorithm)
+        case .crc(let value):
+            Digest(copying: value, algorithm)
+        }
     }
 
     public func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        EVP_DigestUpdate(context, base, bytes.count)
+        switch state {
+        case .evp(let context):
+            EVP_DigestUpdate(context, base, bytes.count)
+        case .crc(let value):
+            state = .crc(CZlib.crc32_z(value, base.assumingMemoryBound(to: UInt8.self), bytes.count))
+        }
     }
 
     public func update(_ bytes: [UInt8]) { bytes.withUnsafeBytes { update($0) } }
 
     /// The digest so far; the hasher starts over afterwards.
     public func finish() -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        EVP_DigestFinal_ex(context, &out, &length)
-        EVP_DigestInit_ex(context, algorithm.md, nil)
-        return Array(out[0..<Int(length)])
+        switch state {
+        case .evp(let context):
+            var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+            var length: UInt32 = 0
+            EVP_DigestFinal_ex(context, &out, &length)
+            EVP_DigestInit_ex(context, algorithm.md, nil)
+            return Array(out[0..<Int(length)])
+        case .crc(let value):
+            state = .crc(0)
+            return [UInt8(truncatingIfNeeded: value >> 24), UInt8(truncatingIfNeeded: value >> 16),
+                    UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value)]
+        }
     }
 
     public func finishHex() -> String { Hex.encode(finish()) }
 
     /// One-shot hash of a buffer.
     public static func hash(_ bytes: UnsafeRawBufferPointer, _ algorithm: Algorithm = .sha256) -> [UInt8] {
+        guard algorithm != .crc32 else {
+            let digest = Digest(.crc32)
+            digest.update(bytes)
+            return digest.finish()
+        }
         var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         EVP_Digest(bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), bytes.count, &out, &length, algorithm.md, nil)
