@@ -7,7 +7,9 @@ enum TusEndpoint {
     static let path = "/v1/uploads/"
     static let extensions = ["creation", "creation-with-upload", "creation-defer-length", "termination", "checksum",
                              "expiration", "concatenation"]
-    static let checksumAlgorithms: [Digest.Algorithm] = [.sha1, .sha256]
+    /// SHA-1 (which the protocol requires), SHA-256, and CRC-32, which sinki's own client prefers: a chunk
+    /// only needs guarding against damage on the way, and checks in less than half the time of SHA-256.
+    static let checksumAlgorithms: [Digest.Algorithm] = [.sha1, .sha256, .crc32]
 
     /// Every tus answer carries the protocol version, errors included.
     static let headers = [("Tus-Resumable", Tus.version)]
@@ -47,7 +49,7 @@ enum TusEndpoint {
             throw Problem(.badRequest, detail: "Upload-Checksum must be \"ALGORITHM BASE64DIGEST\", not \(quoted(header))")
         }
         guard let algorithm = Digest.Algorithm(rawValue: parsed.algorithm), checksumAlgorithms.contains(algorithm) else {
-            throw Problem(.badRequest, detail: "checksum algorithm \(quoted(parsed.algorithm)) is not offered (Tus-Checksum-Algorithm: sha1,sha256)")
+            throw Problem(.badRequest, detail: "checksum algorithm \(quoted(parsed.algorithm)) is not offered (Tus-Checksum-Algorithm: \(checksumAlgorithms.map(\.rawValue).joined(separator: ",")))")
         }
         guard parsed.digest.count == algorithm.byteCount else {
             throw Problem(.badRequest, detail: "a \(algorithm.rawValue) digest has \(algorithm.byteCount) bytes, not \(parsed.digest.count)")

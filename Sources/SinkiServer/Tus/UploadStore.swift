@@ -165,7 +165,7 @@ final class UploadStore: Sendable {
     /// upload). The upload's running SHA-256 catches up first if a restart lost it.
     func beginChunk(_ upload: Upload, offset: Int64, newLength: Int64?, declaredLength: Int64?,
                     checksum: (Digest.Algorithm, [UInt8])?, createdHere: Bool) throws -> ChunkWriter {
-        let limit = try upload.state.withLock { (state: inout Upload.State) throws -> Int64 in
+        let (limit, hasher) = try upload.state.withLock { (state: inout Upload.State) throws -> (Int64, TrailingDigest) in
             guard !state.busy else { throw Problem(.uploadLocked, detail: "another request is writing upload \(upload.id); try again") }
             let info = state.info
             guard info.concat != .final else { throw Problem(.uploadFinal, detail: "upload \(upload.id) is a final upload; it takes no PATCH") }
@@ -184,45 +184,30 @@ final class UploadStore: Sendable {
             if let declaredLength, offset + declaredLength > limit {
                 throw Problem(.tooLarge, detail: "the chunk of \(declaredLength) bytes at \(offset) goes past the upload's \(length == nil ? "limit" : "length") of \(limit) bytes")
             }
-            if state.digest == nil || state.hashedUpTo != offset {
-                // A restart (or a discarded chunk) lost the running hash: hash what is on disk, once.
-                let digest = Digest(.sha256)
-                try hashFile(dataPath(upload.id), upTo: offset, into: digest)
-                state.digest = digest
-                state.hashedUpTo = offset
+            if state.hasher == nil || state.hashedTo != offset {
+                // A restart (or a chunk that could not be taken back) lost the running hash: what is on
+                // disk is hashed again, beside the new chunk.
+                let hasher = TrailingDigest(path: dataPath(upload.id), from: 0, algorithm: .sha256)
+                hasher.advance(to: offset)
+                state.hasher = hasher
+                state.hashedTo = offset
             }
             state.busy = true
-            // A chunk with a checksum may yet be taken back: the upload's hash takes it in a copy.
-            state.pending = checksum == nil ? nil : state.digest!.copy()
-            return limit
+            // The chunk may yet be taken back (a checksum that does not match, a write that fails).
+            state.hasher!.mark(at: offset)
+            return (limit, state.hasher!)
         }
         do {
             let file = try FileDescriptor.open(dataPath(upload.id), flags: O_WRONLY)
             let reserved = min(declaredLength ?? 0, limit - offset)
             file.reserve(offset, reserved)
-            return ChunkWriter(store: self, upload: upload, file: file, start: offset, limit: limit, newLength: newLength,
+            return ChunkWriter(store: self, upload: upload, file: file, hasher: hasher, start: offset, limit: limit, newLength: newLength,
                                checksum: checksum, createdHere: createdHere, reserved: reserved)
         } catch {
             upload.state.withLock { state in
                 state.busy = false
-                state.pending = nil
             }
             throw error
-        }
-    }
-
-    private func hashFile(_ path: String, upTo end: Int64, into digest: Digest) throws {
-        guard end > 0 else { return }
-        let file = try FileDescriptor.open(path, flags: O_RDONLY)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
-        var done: Int64 = 0
-        while done < end {
-            let want = Int(min(Int64(buffer.count), end - done))
-            let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: done)
-            guard got > 0 else { throw Problem(.internalError, detail: "upload data \(path) is shorter than its offset") }
-            digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
-            done += Int64(got)
         }
     }
 
@@ -298,7 +283,7 @@ final class UploadStore: Sendable {
                 guard state.info.touchedAt + expiry <= now else { return state.info.touchedAt + expiry }
                 unlink(dataPath(upload.id))
                 state.info.expired = true
-                state.digest = nil
+                state.hasher = nil
                 do { try persist(state.info, durable: false) } catch { logger.warning("sweep: \(error)") }
                 logger.info("upload \(upload.id) expired unfinished at \(state.info.offset) bytes")
                 return state.info.touchedAt + expiry + forget
@@ -334,11 +319,10 @@ final class Upload: Sendable {
     struct State {
         var info: UploadInfo
         var busy = false
-        /// SHA-256 of bytes `0..<hashedUpTo`; nil when lost (a restart, a discarded chunk).
-        var digest: Digest?
-        var hashedUpTo: Int64 = 0
-        /// While a chunk with a checksum is written: the upload's hash with the chunk's bytes so far.
-        var pending: Digest?
+        /// The upload's SHA-256, told of bytes `0..<hashedTo`; nil when lost (a restart, a chunk taken
+        /// back that it could not forget).
+        var hasher: TrailingDigest?
+        var hashedTo: Int64 = 0
     }
 
     init(info: UploadInfo) {
@@ -360,12 +344,14 @@ final class ChunkWriter: BodySink {
     private let store: UploadStore
     let upload: Upload
     private let file: FileDescriptor
+    /// The upload's SHA-256, told of each byte written.
+    private let hasher: TrailingDigest
     private let start: Int64
     private let limit: Int64
     private let newLength: Int64?
     private let checksum: (algorithm: Digest.Algorithm, expected: [UInt8])?
-    /// The chunk's own digest, while it has a checksum.
-    private let chunkDigest: Digest?
+    /// Hashes the chunk for its checksum, beside this thread.
+    private let checker: TrailingDigest?
     private let createdHere: Bool
     /// Bytes past `start` whose blocks were allocated for this chunk (its declared length).
     private let reserved: Int64
@@ -376,8 +362,9 @@ final class ChunkWriter: BodySink {
     /// Write-back is started per this many bytes received.
     private static let writebackStep: Int64 = 8 << 20
 
-    init(store: UploadStore, upload: Upload, file: FileDescriptor, start: Int64, limit: Int64, newLength: Int64?,
+    init(store: UploadStore, upload: Upload, file: FileDescriptor, hasher: TrailingDigest, start: Int64, limit: Int64, newLength: Int64?,
          checksum: (Digest.Algorithm, [UInt8])?, createdHere: Bool, reserved: Int64 = 0) {
+        self.hasher = hasher
         self.store = store
         self.reserved = reserved
         self.upload = upload
@@ -386,7 +373,7 @@ final class ChunkWriter: BodySink {
         self.limit = limit
         self.newLength = newLength
         self.checksum = checksum.map { (algorithm: $0.0, expected: $0.1) }
-        chunkDigest = checksum.map { Digest($0.0) }
+        checker = checksum.map { TrailingDigest(path: file.path, from: start, algorithm: $0.0) }
         self.createdHere = createdHere
     }
 
@@ -407,25 +394,20 @@ final class ChunkWriter: BodySink {
             file.startWriteback(start + flushed, received - flushed)
             flushed = received
         }
-        // The buffer crosses into the lock's closure as an address: a pointer would tie the state's region
-        // to this call's, which the Mutex refuses. It stays valid for the whole (synchronous) call.
-        let address = UInt(bitPattern: chunk.baseAddress), count = chunk.count
-        if let chunkDigest {
-            // The upload's hash and the chunk's are two passes over the same bytes: one per core, so a
-            // checksummed PATCH takes the worker no longer than a plain one.
-            let pair = DigestPair(upload: upload, chunk: chunkDigest)
-            DispatchQueue.concurrentPerform(iterations: 2) { index in pair.update(index, address, count) }
-        } else {
-            DigestPair.updateUpload(upload, address, count)
-        }
+        hasher.advance(to: start + received)
+        checker?.advance(to: start + received)
     }
 
     /// The request is complete: verify, move the offset, finish the upload if it is whole. Returns the
     /// info as it now stands.
     func commit() throws -> UploadInfo {
         precondition(!ended, "bug: a chunk ended twice")
-        if let checksum {
-            let actual = chunkDigest?.finish() ?? []
+        if let checksum, let checker {
+            let actual: [UInt8]
+            do { actual = try checker.finish(at: start + received) } catch {
+                discard()
+                throw error
+            }
             guard actual == checksum.expected else {
                 discard()
                 throw Problem(.checksumMismatch, detail: "the chunk's \(checksum.algorithm.rawValue) is \(Base64.encode(actual)), "
@@ -448,35 +430,32 @@ final class ChunkWriter: BodySink {
 
     private func keep() throws -> UploadInfo {
         ended = true
+        defer { hasher.release() }
         // A PATCH only moves the upload's expiry later: the sweep need not wake for it.
         return try upload.state.withLock { (state: inout Upload.State) throws -> UploadInfo in
-            defer {
-                state.busy = false
-                state.pending = nil
-            }
-            if let pending = state.pending { state.digest = pending }
+            defer { state.busy = false }
             var info = state.info
             info.offset = start + received
             // A chunk cut short gives back the blocks reserved past its end (truncating frees them).
             if received < reserved { ftruncate(file.raw, off_t(info.offset)) }
             if let newLength { info.length = newLength }
             info.touchedAt = Clock.now()
-            state.hashedUpTo = info.offset
+            state.hashedTo = info.offset
             // A finished upload may become an asset: durable before the answer. A partial one is copied
             // into its final upload, which is made durable then.
             let durable = info.isFinished && info.concat != .partial
-            if info.isFinished {
-                info.sha256 = state.digest?.finishHex() ?? ""
-                state.digest = nil
-                state.hashedUpTo = 0
-                if durable { try file.sync() }
-            }
             do {
+                if info.isFinished {
+                    state.hasher = nil
+                    // The disk flush first: the hasher catches up on its own queue meanwhile.
+                    if durable { try file.sync() }
+                    info.sha256 = Hex.encode(try hasher.finish(at: info.offset))
+                }
                 try store.persist(info, durable: durable)
             } catch {
                 // The info on disk still says the old offset: so must the data file.
                 ftruncate(file.raw, off_t(start))
-                state.digest = nil
+                state.hasher = nil
                 throw error
             }
             state.info = info
@@ -488,6 +467,9 @@ final class ChunkWriter: BodySink {
     private func discard() {
         guard !ended else { return }
         ended = true
+        // Before the bytes go: the hasher may still be reading them.
+        let forgotten = hasher.rollBack(to: start)
+        hasher.release()
         ftruncate(file.raw, off_t(start))
         if createdHere {
             store.remove(upload)
@@ -495,42 +477,8 @@ final class ChunkWriter: BodySink {
         }
         upload.state.withLock { state in
             state.busy = false
-            // With a checksum the upload's own hash never saw the chunk; without, it took bytes now gone.
-            if state.pending == nil {
-                state.digest = nil
-                state.hashedUpTo = 0
-            }
-            state.pending = nil
-        }
-    }
-}
-
-/// The two digests a checksummed chunk feeds, for the two iterations of `concurrentPerform`.
-// @unchecked: iteration 0 touches only the upload's digest (under its lock), iteration 1 only the
-// chunk's, and `concurrentPerform` returns after both: no digest is ever used by two threads at once.
-private final class DigestPair: @unchecked Sendable {
-    let upload: Upload
-    let chunk: Digest
-
-    init(upload: Upload, chunk: Digest) {
-        self.upload = upload
-        self.chunk = chunk
-    }
-
-    /// `address` and `count` name the bytes being written, valid for the whole (synchronous) call.
-    func update(_ index: Int, _ address: UInt, _ count: Int) {
-        if index == 0 {
-            Self.updateUpload(upload, address, count)
-        } else {
-            chunk.update(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: count))
-        }
-    }
-
-    /// The buffer crosses into the lock's closure as an address: a pointer would tie the state's region
-    /// to this call's, which the Mutex refuses.
-    static func updateUpload(_ upload: Upload, _ address: UInt, _ count: Int) {
-        upload.state.withLock { state in
-            (state.pending ?? state.digest)?.update(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: count))
+            state.hashedTo = start
+            if !forgotten { state.hasher = nil }
         }
     }
 }

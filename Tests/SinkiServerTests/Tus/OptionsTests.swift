@@ -15,7 +15,7 @@ import Testing
         #expect(extensions == ["creation", "creation-with-upload", "creation-defer-length", "termination", "checksum",
                                "expiration", "concatenation"])
         #expect(response.header("Tus-Max-Size") == String(1 << 30))
-        #expect(response.header("Tus-Checksum-Algorithm") == "sha1,sha256")
+        #expect(response.header("Tus-Checksum-Algorithm") == "sha1,sha256,crc32")
         #expect(response.body.isEmpty)
     }
 }

@@ -30,6 +30,7 @@ import SinkiTestSupport
         Refusal(name: "past the length", body: bytes("456789ab"), status: 413, code: "too-large"),
         Refusal(name: "checksum mismatch sha1", extra: [("Upload-Checksum", checksum(.sha1, bytes("nope")))], status: 460, code: "checksum-mismatch"),
         Refusal(name: "checksum mismatch sha256", extra: [("Upload-Checksum", checksum(.sha256, bytes("nope")))], status: 460, code: "checksum-mismatch"),
+        Refusal(name: "checksum mismatch crc32", extra: [("Upload-Checksum", checksum(.crc32, bytes("nope")))], status: 460, code: "checksum-mismatch"),
         Refusal(name: "unknown algorithm", extra: [("Upload-Checksum", "md5 \(Base64.encode([UInt8](repeating: 1, count: 16)))")], status: 400, code: "bad-request"),
         Refusal(name: "malformed checksum", extra: [("Upload-Checksum", "sha256")], status: 400, code: "bad-request"),
         Refusal(name: "digest of the wrong size", extra: [("Upload-Checksum", "sha256 \(Base64.encode([1, 2, 3]))")], status: 400, code: "bad-request"),
@@ -55,9 +56,11 @@ import SinkiTestSupport
         // And the upload goes on from where it stood.
         #expect(try tus.patch(id, offset: 4, bytes("456789")).status == 204)
         #expect(tus.stored(id) == bytes("0123456789"))
+        // The upload's SHA-256 took nothing of the refused chunk.
+        #expect(tus.fixture.server.uploadStore?.assetFacts(id, user: "default")?.sha256 == Digest.sha256Hex(bytes("0123456789")))
     }
 
-    @Test(arguments: [nil, Digest.Algorithm.sha1, .sha256])
+    @Test(arguments: [nil, Digest.Algorithm.sha1, .sha256, .crc32])
     func chunksMoveTheOffsetAndCarryTheExpiry(algorithm: Digest.Algorithm?) throws {
         let tus = try TusFixture()
         let data = pattern(300_000)

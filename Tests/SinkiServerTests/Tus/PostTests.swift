@@ -96,7 +96,7 @@ import SinkiSupport
         #expect(tus.stored(id) == bytes("hello world"))
     }
 
-    @Test(arguments: [nil, Digest.Algorithm.sha1, .sha256])
+    @Test(arguments: [nil, Digest.Algorithm.sha1, .sha256, .crc32])
     func creationWithUploadTakesTheFirstChunk(algorithm: Digest.Algorithm?) throws {
         let tus = try TusFixture()
         var headers = [TusFixture.version, ("Upload-Length", "11"), TusFixture.chunk]
