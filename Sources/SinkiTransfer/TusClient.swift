@@ -22,6 +22,9 @@ public final class TusClient {
     /// Whether the server's answer that finishes an upload carries its SHA-256 as `ETag` (sinki's do):
     /// then the client hashes nothing. Unknown until an upload finishes; learned once.
     private var serverGivesSHA256: Bool?
+    /// Checksum algorithms this server refused a chunk for (460): the next chunk goes with another one it
+    /// offers, in case the server spells that algorithm's digest differently (CRC-32 has variants).
+    private var disputedChecksums: Set<Digest.Algorithm> = []
 
     public init(http: HTTPClient, server: TusServer, options: TusOptions = TusOptions(), logger: Logger) {
         self.http = http
@@ -226,7 +229,7 @@ public final class TusClient {
     }
 
     private func checksumAlgorithm(_ run: UploadRun) -> Digest.Algorithm? {
-        options.checksums ? run.capabilities.checksum : nil
+        options.checksums ? run.capabilities.checksum(avoiding: disputedChecksums) : nil
     }
 
     /// `HEAD`: the offset and length of an upload; nil when it is gone (404, 410, 403) or refuses us.
@@ -255,7 +258,6 @@ public final class TusClient {
 
     /// PATCHes part `index` from its offset to its end, chunk by chunk, retrying what fails.
     private func sendPart(_ index: Int, run: UploadRun, isolation: isolated (any Actor)? = #isolation) async throws(TusError) {
-        let algorithm = checksumAlgorithm(run)
         let sequential = run.state.parts.count == 1
         let rate = options.maxRate > 0 ? max(1, options.maxRate / Int64(run.state.parts.count)) : nil
         if sequential && options.computeSHA256 && run.hasher == nil && serverGivesSHA256 == false {
@@ -266,11 +268,13 @@ public final class TusClient {
             run.hasher = StreamHasher(digest: digest, position: offset)
         }
         var failures = 0
-        var prefetch: (offset: Int64, length: Int64, task: Task<[UInt8], any Error>, whole: SendableDigest?)?
+        var prefetch: (offset: Int64, length: Int64, algorithm: Digest.Algorithm, task: Task<[UInt8], any Error>, whole: SendableDigest?)?
         defer { prefetch?.task.cancel() }
         while run.state.parts[index].offset < run.state.parts[index].length {
             let part = run.state.parts[index]
             let length = min(options.chunkSize, part.length - part.offset)
+            // Asked per chunk: a server that refused one algorithm's checksum gets the next chunk with another.
+            let algorithm = checksumAlgorithm(run)
             do throws(TusError) {
                 var headers = [("Upload-Offset", String(part.offset)), ("Content-Type", Tus.chunkType)]
                 // With a checksum, the read that hashes the chunk also carries the file's SHA-256 over it
@@ -278,7 +282,7 @@ public final class TusClient {
                 var wholeAfter: SendableDigest?
                 if let algorithm {
                     let digest: [UInt8]
-                    if let ready = prefetch, ready.offset == part.offset, ready.length == length {
+                    if let ready = prefetch, ready.offset == part.offset, ready.length == length, ready.algorithm == algorithm {
                         prefetch = nil
                         do { digest = try await ready.task.value } catch { throw Self.map(error) }
                         wholeAfter = ready.whole
@@ -295,7 +299,7 @@ public final class TusClient {
                         let nextLength = min(options.chunkSize, part.length - next)
                         let path = run.path, start = part.start + next
                         let whole = wholeAfter?.copy()
-                        prefetch = (next, nextLength, Self.hashLater(path, start, nextLength, algorithm, continuing: whole), whole)
+                        prefetch = (next, nextLength, algorithm, Self.hashLater(path, start, nextLength, algorithm, continuing: whole), whole)
                     }
                 }
                 var http = request("PATCH", part.url, headers: headers, body: .file(path: run.path, offset: part.start + part.offset, length: length))
@@ -316,7 +320,8 @@ public final class TusClient {
                     if sequential && offset == part.length { run.learnSHA256(from: response) }
                     if let wholeAfter, offset == base + length { run.hasher?.adopt(wholeAfter, at: part.start + base, to: part.start + offset) }
                     failures = 0
-                    try await run.save()
+                    // Parts of a parallel upload save in turn: their saves would overtake each other.
+                    if sequential { try await run.saveBehind() } else { try await run.save() }
                 case 404, 410:
                     throw TusError.status(response.status, url: part.url, detail: "the upload is gone")
                 case 409:
@@ -339,6 +344,10 @@ public final class TusClient {
                          isolation: isolated (any Actor)? = #isolation) async throws(TusError) {
         var retriable = error.isTemporary
         if case .status(let status, _, _) = error, [404, 409, 410, 460].contains(status) { retriable = true }
+        if case .status(460, _, _) = error, let algorithm = checksumAlgorithm(run), algorithm != .sha256 {
+            logger.info("the server refused a chunk's \(algorithm.rawValue) checksum; sending the next ones with another algorithm it offers")
+            disputedChecksums.insert(algorithm)
+        }
         if case .protocolViolation = error { retriable = true }
         try await backOff(after: error, failures: &failures, retriable: retriable)
         let part = run.state.parts[index]
@@ -376,6 +385,7 @@ public final class TusClient {
     }
 
     private func finish(_ run: UploadRun, url: String, isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> TusUploadResult {
+        try await run.settle()
         var sha256: String?
         if let answered = run.serverSHA256 {
             serverGivesSHA256 = answered.isEmpty ? false : true
@@ -510,6 +520,7 @@ final class UploadRun {
     /// The SHA-256 the answer that finished the upload gave (its ETag); "" when that answer gave none.
     var serverSHA256: String?
     private var inFlight: [Int: Int64] = [:]
+    private var saving: Task<Void, any Error>?
 
     init(path: String, size: Int64, metadata: TusMetadata, capabilities: TusCapabilities,
          persist: @escaping @Sendable (TusUploadState) async throws -> Void, progress: ((Int64, Int64) -> Void)?) {
@@ -523,9 +534,28 @@ final class UploadRun {
     }
 
     func save(isolation: isolated (any Actor)? = #isolation) async throws(TusError) {
-        do { try await persist(state) } catch {
-            throw .io(SystemError("saving the upload state", errno: EIO, path: "\(path): \(error)"))
-        }
+        try await settle()
+        do { try await persist(state) } catch { throw failedSave(error) }
+    }
+
+    /// Saves the state after an acknowledged chunk while the next chunk goes: a save that lags one chunk
+    /// behind costs nothing (after a restart, HEAD tells where the upload stands), and the request that
+    /// waits on it would leave the connection idle. One at a time, in order; a failure shows at the next.
+    func saveBehind(isolation: isolated (any Actor)? = #isolation) async throws(TusError) {
+        try await settle()
+        let state = self.state, persist = self.persist
+        saving = Task { try await persist(state) }
+    }
+
+    /// Waits for a save still in progress.
+    func settle(isolation: isolated (any Actor)? = #isolation) async throws(TusError) {
+        guard let pending = saving else { return }
+        saving = nil
+        do { try await pending.value } catch { throw failedSave(error) }
+    }
+
+    private func failedSave(_ error: any Error) -> TusError {
+        .io(SystemError("saving the upload state", errno: EIO, path: "\(path): \(error)"))
     }
 
     /// Takes the ETag of the answer that finished the upload, when it is a SHA-256 (64 hex digits).

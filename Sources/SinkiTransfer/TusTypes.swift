@@ -48,7 +48,7 @@ public struct TusOptions: Sendable {
     public var retryJitter = 0.2
     /// Bytes per second for the whole file (parallel parts share it); 0: unlimited.
     public var maxRate: Int64 = 0
-    /// Send `Upload-Checksum` with each chunk when the server offers an algorithm (sha256, else sha1).
+    /// Send `Upload-Checksum` with each chunk when the server offers an algorithm (crc32, sha256 or sha1).
     public var checksums = true
     /// Send the first chunk with the creation `POST` when offered. Saves a round trip, but the URL is
     /// known only after those bytes went, so an interruption then costs them.
@@ -86,12 +86,12 @@ public struct TusCapabilities: Sendable, Equatable {
 
     public func offers(_ name: String) -> Bool { extensions.contains(name) }
 
-    /// The checksum to send: sha256 when offered, else sha1; nil without the checksum extension.
-    public var checksum: Digest.Algorithm? {
+    /// The checksum to send: crc32 when offered (a chunk needs guarding against damage on the way, not
+    /// against forgery; the file's SHA-256 is checked end to end), else sha256, else sha1; nil without
+    /// the checksum extension. `avoiding` names algorithms a server was seen to disagree about.
+    public func checksum(avoiding: Set<Digest.Algorithm> = []) -> Digest.Algorithm? {
         guard offers("checksum") else { return nil }
-        if checksumAlgorithms.contains("sha256") { return .sha256 }
-        if checksumAlgorithms.contains("sha1") { return .sha1 }
-        return nil
+        return [Digest.Algorithm.crc32, .sha256, .sha1].first { checksumAlgorithms.contains($0.rawValue) && !avoiding.contains($0) }
     }
 
     static func parse(_ response: HTTPResponse) -> TusCapabilities {

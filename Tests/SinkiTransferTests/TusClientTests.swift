@@ -59,7 +59,9 @@ import Testing
         let result = try await runner.upload(file.path, resume: TusUploadState(encoded: stored.encoded), log: second)
         #expect(result.resumed)
         #expect(result.url == stored.url)
-        #expect(result.bytesSent == 2_000_000 - 3 * (256 << 10))
+        // The state is saved while the next chunk goes: the server holds one chunk more than the saved
+        // state says, and HEAD tells the client so.
+        #expect(result.bytesSent == 2_000_000 - 4 * (256 << 10))
         #expect(result.sha256 == file.sha256)
         #expect(server.stored(result.url) == file.bytes)
     }
@@ -168,7 +170,40 @@ import Testing
         let capabilities = try await runner.discover()
         #expect(capabilities.versions == ["1.0.0"])
         #expect(capabilities.offers("concatenation") && capabilities.offers("checksum") && capabilities.offers("termination"))
-        #expect(capabilities.checksum == .sha256)
+        #expect(capabilities.checksum() == .crc32)
+        #expect(capabilities.checksum(avoiding: [.crc32]) == .sha256)
+    }
+
+    @Test func aServerThatDisagreesAboutCRC32GetsTheNextChunksWithSHA256() async throws {
+        // The peer offers crc32 but means another CRC by it: its first chunk comes back 460.
+        let peer = try await Peer()
+        let directory = TemporaryDirectory("sinki-crc32c")
+        let thread = LoopThread()
+        defer { thread.stop() }
+        let bytes = randomBytes(600_000)
+        let path = directory.child("file.bin")
+        try writeFile(path, bytes)
+        var options = TusOptions()
+        options.chunkSize = 256 << 10
+        options.retryDelays = [0]
+        let runner = TusRunner(loop: thread.loop, endpoint: peer.url("/crc32c-tus/"), options: options)
+        let result = try await runner.upload(path, log: StateLog(uploads: directory.path))
+        #expect(result.size == 600_000)
+        let client = LoopClient(loop: thread.loop)
+        #expect(try await client.get(result.url).body == bytes)
+        #expect(try await client.get(peer.url("/crc32c-tus/refused")).body == Array(#"{"refused": 1}"#.utf8))
+    }
+
+    @Test func checksumsPreferCRC32ThenSHA256ThenSHA1() {
+        func offered(_ algorithms: [String], extensions: Set<String> = ["checksum"]) -> TusCapabilities {
+            TusCapabilities(versions: ["1.0.0"], extensions: extensions, maxSize: nil, checksumAlgorithms: algorithms)
+        }
+        #expect(offered(["sha1", "sha256", "crc32"]).checksum() == .crc32)
+        #expect(offered(["sha1", "sha256"]).checksum() == .sha256)
+        #expect(offered(["md5", "sha1"]).checksum() == .sha1)
+        #expect(offered(["md5"]).checksum() == nil)
+        #expect(offered(["crc32"], extensions: []).checksum() == nil)
+        #expect(offered(["crc32", "sha1"]).checksum(avoiding: [.crc32]) == .sha1)
     }
 
     @Test func uploadStateSurvivesItsEncoding() {

@@ -10,7 +10,11 @@ Listens on 127.0.0.1, port 0; prints the port on stdout, then serves:
   GET  /status?code=C               -> status C with a problem+json body
   GET  /hold?seconds=S              -> answers after S seconds (or as soon as the client goes away)
   GET  /stats                       -> JSON: connections accepted, requests held now
+  /crc32c-tus/...                   -> a bare tus endpoint (creation, checksum) that offers crc32 but
+                                       means CRC-32C by it: every crc32 chunk is refused with 460;
+                                       GET /crc32c-tus/ID gives the bytes, /crc32c-tus/refused the count
 """
+import base64
 import hashlib
 import json
 import os
@@ -26,6 +30,8 @@ from urllib.parse import parse_qs, urlsplit
 PATTERN = bytes(i % 251 for i in range(251)) * 4096  # 1 MiB-ish, a multiple of 251
 lock = threading.Lock()
 stats = {"connections": 0, "holding": 0}
+uploads = {}     # id -> {"length": int, "data": bytearray}
+refused = [0]    # crc32 chunks answered 460
 
 
 def pattern(start, end):
@@ -81,10 +87,46 @@ class Handler(BaseHTTPRequestHandler):
                                           "requestId": "r1"}, "application/problem+json")
         if url.path == "/hold":
             return self.hold(float(query["seconds"]))
+        if url.path.startswith("/crc32c-tus/"):
+            return self.tus(url.path[len("/crc32c-tus/"):])
         if url.path == "/stats":
             with lock:
                 return self.reply_json(200, dict(stats))
         self.reply(404, b"no such route", "text/plain")
+
+    def tus(self, name):
+        tus = [("Tus-Resumable", "1.0.0")]
+        if self.command == "OPTIONS":
+            return self.reply(204, b"", extra=tus + [("Tus-Version", "1.0.0"), ("Tus-Extension", "creation,checksum"),
+                                                     ("Tus-Checksum-Algorithm", "crc32,sha256")])
+        if name == "refused":
+            with lock:
+                return self.reply_json(200, {"refused": refused[0]})
+        if self.command == "POST":
+            with lock:
+                upload = str(len(uploads) + 1)
+                uploads[upload] = {"length": int(self.headers["Upload-Length"]), "data": bytearray()}
+            return self.reply(201, b"", extra=tus + [("Location", "/crc32c-tus/" + upload)])
+        upload = uploads.get(name)
+        if upload is None:
+            return self.reply(404, b"", extra=tus)
+        if self.command == "GET":
+            return self.reply(200, bytes(upload["data"]))
+        if self.command == "HEAD":
+            return self.reply(200, b"", extra=tus + [("Upload-Offset", str(len(upload["data"]))),
+                                                     ("Upload-Length", str(upload["length"]))])
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        algorithm, _, digest = self.headers.get("Upload-Checksum", "").partition(" ")
+        if algorithm == "crc32":
+            with lock:
+                refused[0] += 1
+            return self.reply(460, b"", extra=tus)
+        if algorithm != "sha256" or base64.b64decode(digest) != hashlib.sha256(body).digest():
+            return self.reply(400, b"", extra=tus)
+        if int(self.headers["Upload-Offset"]) != len(upload["data"]):
+            return self.reply(409, b"", extra=tus)
+        upload["data"] += body
+        return self.reply(204, b"", extra=tus + [("Upload-Offset", str(len(upload["data"])))])
 
     def echo(self):
         remaining = int(self.headers.get("Content-Length", "0"))
@@ -140,7 +182,7 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 stats["holding"] -= 1
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = route
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = route
 
 
 def watch_parent(parent):
