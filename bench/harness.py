@@ -246,3 +246,31 @@ class SinkiPair:
         for agent in self.agents.values():
             agent.stop()
         self.server.stop()
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """CPU seconds of the process and every process below it."""
+    total = 0
+    for p in [pid] + descendants(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+            total += (int(parts[11]) + int(parts[12])) / TICK  # utime, stime
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def descendants(pid):
+    out = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                for child in f.read().split():
+                    out += [int(child)] + descendants(int(child))
+    except FileNotFoundError:
+        pass
+    return out

@@ -6,27 +6,11 @@ Goals: 0 CPU seconds idle, <= 64 MiB RSS; restart <= 2x find."""
 import argparse, datetime, json, os, re, shutil, subprocess, sys, time
 import harness as h
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    """CPU seconds of the process and every process below it."""
-    total = 0
-    for p in [pid] + descendants(pid):
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                parts = f.read().rsplit(")", 1)[1].split()
-            total += (int(parts[11]) + int(parts[12])) / TICK  # utime, stime
-        except FileNotFoundError:
-            pass
-    return total
-
-
 def memory_kib(pid, field):
     """`field` of the process, or of the largest process below it: `syncthing serve` is a monitor
     that runs the real syncthing as its child."""
     best = 0
-    for p in [pid] + descendants(pid):
+    for p in [pid] + h.descendants(pid):
         try:
             with open(f"/proc/{p}/status") as f:
                 for line in f:
@@ -40,18 +24,6 @@ def memory_kib(pid, field):
 def stamp(text):
     """Seconds since the epoch of a log line's time (`2026-11-29T18:40:07.180Z`)."""
     return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()
-
-
-def descendants(pid):
-    out = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                for child in f.read().split():
-                    out += [int(child)] + descendants(int(child))
-    except FileNotFoundError:
-        pass
-    return out
 
 
 def status(state):
@@ -87,9 +59,9 @@ def run_sinkid(tree, scratch, idle_seconds):
         out = {"initial sync s": t1 - t0}
         pid = agent.p.pid
         time.sleep(2)  # let the last acknowledgements settle before the quiet minute starts
-        c0 = cpu_seconds(pid)
+        c0 = h.cpu_seconds(pid)
         time.sleep(idle_seconds)
-        out["idle CPU s"] = cpu_seconds(pid) - c0
+        out["idle CPU s"] = h.cpu_seconds(pid) - c0
         out["idle RSS MiB"] = memory_kib(pid, "VmRSS") / 1024
         out["peak RSS MiB"] = memory_kib(pid, "VmHWM") / 1024
         agent.stop()
@@ -171,9 +143,9 @@ def run_syncthing(tree, scratch, idle_seconds):
         pid = proc.p.pid
         out["RSS after scan MiB"] = memory_kib(pid, "VmRSS") / 1024
         time.sleep(2)
-        c0 = cpu_seconds(pid)
+        c0 = h.cpu_seconds(pid)
         time.sleep(idle_seconds)
-        out["idle CPU s"] = cpu_seconds(pid) - c0
+        out["idle CPU s"] = h.cpu_seconds(pid) - c0
         out["idle RSS MiB"] = memory_kib(pid, "VmRSS") / 1024
         out["peak RSS MiB"] = memory_kib(pid, "VmHWM") / 1024
         return out

@@ -11,7 +11,7 @@ Then the agent: `sinkid --root` uploads the same 1 GiB file (16 MiB chunks), is 
 half-way, and is started again; it goes on from the server's offset. Printed: the bytes it sent again
 (goal: at most one chunk), and its peak RSS over both runs (goal: at most 64 MiB).
 """
-import argparse, os, re, signal, subprocess, time, urllib.request
+import argparse, os, re, resource, signal, subprocess, time, urllib.request
 import harness as h
 
 SIZE = 1 << 30
@@ -44,8 +44,15 @@ def peak_rss(pid):
     return 0.0
 
 
+def children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed(argv):
-    """Runs argv; returns (seconds, peak RSS in MiB, stdout). The peak is read every 5 ms while it runs."""
+    """Runs argv; returns (seconds, peak RSS in MiB, stdout, CPU seconds). The peak is read every 5 ms
+    while it runs."""
+    cpu0 = children_cpu()
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     peak = 0.0
@@ -53,27 +60,28 @@ def timed(argv):
         peak = max(peak, peak_rss(p.pid))
         time.sleep(0.005)
     elapsed = time.monotonic() - t0
+    cpu = children_cpu() - cpu0
     out, err = p.stdout.read().decode(), p.stderr.read().decode()
     if p.returncode != 0:
         raise RuntimeError(f"{argv[0]} {argv[1]} exited {p.returncode}:\n{err[-2000:]}")
-    return elapsed, peak, out
+    return elapsed, peak, out, cpu
 
 
 def run_curl(base, path):
     url = create_upload(base, SIZE)
-    seconds, rss, _ = timed(["curl", "-sS", "-f", "-T", path, "-X", "PATCH", "-H", "Tus-Resumable: 1.0.0",
+    seconds, rss, _, cpu = timed(["curl", "-sS", "-f", "-T", path, "-X", "PATCH", "-H", "Tus-Resumable: 1.0.0",
                              "-H", "Content-Type: application/offset+octet-stream", "-H", "Upload-Offset: 0", "-H", "Expect:",
                              "-o", "/dev/null", url])
     delete(url)
-    return seconds, rss
+    return seconds, rss, cpu
 
 
 def run_sinkid(base, path, scratch, extra):
     state = scratch("state-%d" % time.monotonic_ns())
-    seconds, rss, out = timed([h.sinkid(), "upload", path, "--to", base + "/v1/uploads/", "--state", state,
+    seconds, rss, out, cpu = timed([h.sinkid(), "upload", path, "--to", base + "/v1/uploads/", "--state", state,
                                "--log-level", "warning", *extra])
     delete(out.strip())
-    return seconds, rss
+    return seconds, rss, cpu
 
 
 def upload_sizes(server_data):
@@ -155,20 +163,28 @@ def main():
         ]
         times = {name: [] for name, _ in variants}
         peaks = {name: [] for name, _ in variants}
+        client_cpu = {name: [] for name, _ in variants}
+        server_cpu = {name: [] for name, _ in variants}
         run_curl(base, path)  # warm the page cache for everyone
         for run in range(args.runs):
             for name, fn in variants:
-                seconds, rss = fn()
+                before = h.cpu_seconds(server.p.pid)
+                seconds, rss, cpu = fn()
+                server_cpu[name].append(h.cpu_seconds(server.p.pid) - before)
+                client_cpu[name].append(cpu)
                 times[name].append(seconds)
                 peaks[name].append(rss)
             print(f"run {run + 1}/{args.runs}: " + ", ".join(f"{n} {times[n][-1]:.2f}s" for n, _ in variants), flush=True)
         curl = h.summarize("curl", times["curl -T (one PATCH)"])
         print(f"\ntus upload of 1 GiB to sinkid serve on loopback ({args.runs} runs)")
-        print(f"  {'client':<24}{'median':>9}{'min':>9}{'MiB/s':>9}{'vs curl':>9}{'peak RSS':>11}")
+        print(f"  {'client':<24}{'median':>9}{'min':>9}{'MiB/s':>9}{'vs curl':>9}{'peak RSS':>11}{'CPU s client':>14}{'server':>8}")
         for name, _ in variants:
             s = h.summarize(name, times[name])
             ratio = curl["median"] / s["median"]
-            print(f"  {name:<24}{s['median']:>8.2f}s{s['min']:>8.2f}s{1024 / s['median']:>9.0f}{ratio:>8.2f}x{max(peaks[name]):>8.1f} MiB")
+            c, v = sorted(client_cpu[name])[len(client_cpu[name]) // 2], sorted(server_cpu[name])[len(server_cpu[name]) // 2]
+            print(f"  {name:<24}{s['median']:>8.2f}s{s['min']:>8.2f}s{1024 / s['median']:>9.0f}{ratio:>8.2f}x{max(peaks[name]):>8.1f} MiB"
+                  f"{c:>13.2f}{v:>8.2f}")
+        print(f"  (CPU s: medians; client and server share {os.cpu_count()} cores)")
         ours = h.summarize("sinkid upload", times["sinkid upload"])
         ratio = curl["median"] / ours["median"]
         rss = max(peaks["sinkid upload"])

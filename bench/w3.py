@@ -48,14 +48,21 @@ def remove(*paths):
             pass
 
 
+# CPU seconds each sinkid process used in each run: what two cores must fit.
+CPU = []
+
+
 def run_sinkid(template, scratch):
     pair = h.SinkiPair(scratch, "W3")
     a, b = os.path.join(pair.roots["A"], NAME), os.path.join(pair.roots["B"], NAME)
+    procs = {"agent A": pair.agents["A"], "server": pair.server, "agent B": pair.agents["B"]}
     try:
         source = staged(template, scratch)
+        before = {name: h.cpu_seconds(proc.p.pid) for name, proc in procs.items()}
         t0 = time.monotonic()
         os.rename(source, a)
         t1 = wait_file(b, SIZE)
+        CPU.append({name: h.cpu_seconds(proc.p.pid) - before[name] for name, proc in procs.items()})
         if not same(template, b):
             raise RuntimeError("sinkid: B's file differs from A's")
         return t1 - t0
@@ -158,6 +165,12 @@ def main():
     ours = rows[0] if rows and rows[0] and rows[0]["name"] == "sinkid" else None
     if ours:
         print(f"\n  goal: sinkid <= 2.5 s: median {ours['median']:.2f} s {'met' if ours['median'] <= 2.5 else 'NOT met'}")
+    if CPU:
+        median = {name: sorted(run[name] for run in CPU)[len(CPU) // 2] for name in CPU[0]}
+        total = sum(median.values())
+        cores = os.cpu_count() or 1
+        print("  sinkid CPU seconds per run (median): " + ", ".join(f"{name} {value:.2f}" for name, value in median.items())
+              + f"; total {total:.2f}, at least {total / cores:.2f} s of wall time on {cores} cores")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([r for r in rows if r], f, indent=2)

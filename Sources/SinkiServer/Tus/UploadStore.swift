@@ -431,6 +431,9 @@ final class ChunkWriter: BodySink {
     private func keep() throws -> UploadInfo {
         ended = true
         defer { hasher.release() }
+        // The chunk's tail, below one write-back step, starts for the disk too: left to the kernel, the
+        // tails of a file's chunks add up to half of it, all waiting for the finishing fsync.
+        file.startWriteback(start + flushed, received - flushed)
         // A PATCH only moves the upload's expiry later: the sweep need not wake for it.
         return try upload.state.withLock { (state: inout Upload.State) throws -> UploadInfo in
             defer { state.busy = false }
