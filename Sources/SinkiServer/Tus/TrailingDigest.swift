@@ -17,8 +17,9 @@ final class TrailingDigest: @unchecked Sendable {
     /// Bytes `start..<position` are in `digest`.
     private var position: Int64
     private var failure: SystemError?
-    /// Open while a request writes the file (see `release`).
+    /// The file and a read buffer, held while a request writes the file (see `release`).
     private var file: FileDescriptor?
+    private var buffer: UnsafeMutableRawBufferPointer?
     /// Where to keep a copy of the digest, for `rollBack`, and the copy once taken.
     private var markAt: Int64?
     private var marked: (position: Int64, digest: Digest)?
@@ -31,6 +32,8 @@ final class TrailingDigest: @unchecked Sendable {
         digest = Digest(algorithm)
         position = start
     }
+
+    deinit { buffer?.deallocate() }
 
     /// The file holds the bytes to hash up to `end` now.
     func advance(to end: Int64) {
@@ -70,10 +73,14 @@ final class TrailingDigest: @unchecked Sendable {
         return try result.get()
     }
 
-    /// Closes the file once the queued work is done; the next `advance` opens it again. Called when a
-    /// request ends, so an upload that waits for its next chunk holds no descriptor.
+    /// Closes the file and frees the buffer once the queued work is done; the next `advance` takes them
+    /// again. Called when a request ends, so an upload that waits for its next chunk holds neither.
     func release() {
-        queue.async { [self] in file = nil }
+        queue.async { [self] in
+            file = nil
+            buffer?.deallocate()
+            buffer = nil
+        }
     }
 
     private func takeMark() {
@@ -84,11 +91,10 @@ final class TrailingDigest: @unchecked Sendable {
 
     private func catchUp(to end: Int64) {
         guard failure == nil, end > position else { return }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.step, alignment: 16)
-        defer { buffer.deallocate() }
         do throws(SystemError) {
             if self.file == nil { self.file = try FileDescriptor.open(path, flags: O_RDONLY) }
-            guard let file = self.file else { return }
+            if self.buffer == nil { self.buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.step, alignment: 16) }
+            guard let file = self.file, let buffer = self.buffer else { return }
             while position < end {
                 // Stop at the mark, so the copy holds exactly the bytes before it.
                 let stop = markAt.map { $0 > position && $0 < end ? $0 : end } ?? end
