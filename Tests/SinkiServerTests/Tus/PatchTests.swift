@@ -110,6 +110,8 @@ import SinkiTestSupport
         let rest = try tus.patch(id, offset: 60_000, pattern(40_000, seed: 7))
         #expect(rest.status == 204)
         #expect(tus.stored(id) == sent + pattern(40_000, seed: 7))
+        // The upload's SHA-256 went on from the bytes that were kept.
+        #expect(tus.fixture.server.uploadStore?.assetFacts(id, user: "default")?.sha256 == Digest.sha256Hex(sent + pattern(40_000, seed: 7)))
     }
 
     @Test func aCutOffBodyGivesBackTheBlocksReservedForIt() async throws {
@@ -143,6 +145,10 @@ import SinkiTestSupport
         _ = consume connection
         try await waitUntil("the chunk to be discarded") { tus.stored(id)?.count == 0 }
         #expect(try tus.head(id).header("Upload-Offset") == "0")
+        // Sent again whole, the upload hashes to its bytes: the discarded ones left no trace in its SHA-256.
+        let again = pattern(100_000, seed: 3)
+        #expect(try tus.patch(id, offset: 0, again, headers: [("Upload-Checksum", checksum(.crc32, again))]).status == 204)
+        #expect(tus.fixture.server.uploadStore?.assetFacts(id, user: "default")?.sha256 == Digest.sha256Hex(again))
     }
 
     @Test func oneWriterAtATime() async throws {
