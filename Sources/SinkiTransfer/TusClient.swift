@@ -344,7 +344,8 @@ public final class TusClient {
                          isolation: isolated (any Actor)? = #isolation) async throws(TusError) {
         var retriable = error.isTemporary
         if case .status(let status, _, _) = error, [404, 409, 410, 460].contains(status) { retriable = true }
-        if case .status(460, _, _) = error, let algorithm = checksumAlgorithm(run), algorithm != .sha256 {
+        // Only CRC-32 has variants a server may mean by its name; a SHA that does not match is damage.
+        if case .status(460, _, _) = error, let algorithm = checksumAlgorithm(run), algorithm == .crc32 {
             logger.info("the server refused a chunk's \(algorithm.rawValue) checksum; sending the next ones with another algorithm it offers")
             disputedChecksums.insert(algorithm)
         }

@@ -162,7 +162,7 @@ final class UploadStore: Sendable {
     // MARK: Writing chunks
 
     /// Takes `busy` and prepares a writer for a chunk at `offset` (the caller checked it against the
-    /// upload). The upload's running SHA-256 catches up first if a restart lost it.
+    /// upload). A running SHA-256 a restart lost is rebuilt from what is on disk, beside the new chunk.
     func beginChunk(_ upload: Upload, offset: Int64, newLength: Int64?, declaredLength: Int64?,
                     checksum: (Digest.Algorithm, [UInt8])?, createdHere: Bool) throws -> ChunkWriter {
         let (limit, hasher) = try upload.state.withLock { (state: inout Upload.State) throws -> (Int64, TrailingDigest) in
