@@ -1,4 +1,5 @@
 import Glibc
+import SinkiLoop
 import SinkiSupport
 
 extension TusClient {
@@ -18,7 +19,7 @@ extension TusClient {
                 if stat(temporaryPath, &info) == 0 {
                     have = Int64(info.st_size)
                 } else {
-                    // Made now, so the hasher can open it before the first byte lands.
+                    // Made now, so the hasher finds it whenever it first reads.
                     let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
                     guard fd >= 0 else { throw TusError.io(SystemError("open", errno: errno, path: temporaryPath)) }
                     close(fd)
@@ -27,12 +28,13 @@ extension TusClient {
                     truncate(temporaryPath, 0)
                     have = 0
                 }
-                // What an earlier try left is read once; the rest is hashed on the thread pool as it
-                // lands in the file, never on the loop.
-                let digest = SendableDigest()
-                do { try await Self.hashRange(temporaryPath, from: 0, to: have, into: digest) } catch { throw Self.map(error) }
-                let hasher = TrailingHasher(path: temporaryPath, digest: digest, from: have)
-                let hashing = Task.detached { try await hasher.run() }
+                // What an earlier try left is read once, before the request (a server that ignores the
+                // Range has the file rewritten); the rest is hashed beside the transfer as it lands in
+                // the file, never on the loop. The file is synced once whole: what is hashed starts for
+                // the disk.
+                let hasher = TrailingDigest(path: temporaryPath, from: 0, algorithm: .sha256, startsWriteback: true)
+                let prefix = have
+                do { try await Blocking.run { try hasher.wait(upTo: prefix) } } catch { throw Self.map(error) }
                 var outcome: Result<HTTPResponse, TusError>?
                 let arrived = ByteCount()
                 if have < size {
@@ -50,9 +52,6 @@ extension TusClient {
                 }
                 var now = Glibc.stat()
                 let statFailed = stat(temporaryPath, &now) != 0 ? errno : 0
-                hasher.finish(at: statFailed == 0 ? Int64(now.st_size) : 0)
-                let hashed: Int64
-                do { hashed = try await hashing.value } catch { throw Self.map(error) }
                 switch outcome {
                 case .failure(let error)?: throw error
                 case .success(let response)? where !response.isSuccess:
@@ -62,10 +61,13 @@ extension TusClient {
                 }
                 received += arrived.value
                 guard statFailed == 0 else { throw TusError.io(SystemError("stat", errno: statFailed, path: temporaryPath)) }
-                if hashed < Int64(now.st_size) {
-                    do { try await Self.hashRange(temporaryPath, from: hashed, to: Int64(now.st_size), into: digest) } catch { throw Self.map(error) }
+                let length = Int64(now.st_size)
+                let actual: String
+                do { actual = Hex.encode(try await Blocking.run { try hasher.finish(at: length) }) } catch {
+                    // Cut back under the hasher (a download that started over): checked, and found wanting.
+                    guard stat(temporaryPath, &now) == 0, Int64(now.st_size) < length else { throw Self.map(error) }
+                    actual = "(the file was cut short while it was hashed)"
                 }
-                let actual = digest.finishHex()
                 guard Int64(now.st_size) == size, actual == sha256.lowercased() else {
                     truncate(temporaryPath, 0)
                     throw TusError.contentMismatch(url: url, detail: "got \(now.st_size) bytes with SHA-256 \(actual), expected \(size) with \(sha256); downloading again")
