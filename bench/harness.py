@@ -142,6 +142,12 @@ def start_lsyncd(scratch):
     return a, b, proc
 
 
+def chosen_peers(peers, only):
+    """The (name, run, tool) peers whose tool is installed (None: always), narrowed to `only` (a
+    comma-separated list of first words of names) when given."""
+    return [p for p in peers if (p[2] is None or have(p[2])) and (not only or p[0].split()[0] in only.split(","))]
+
+
 def run_rounds(chosen, runs, label, template):
     """Each of `chosen` (name, fn, binary) once per round, in the same order, each in a fresh
     scratch folder `label`; a tool that fails is reported, not fatal. Returns the samples by name."""

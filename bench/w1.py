@@ -108,7 +108,7 @@ def main():
     template_scratch = h.Scratch("w1-template")
     template = template_scratch("tree")
     h.make_tree(template, DIRS, FILES, SIZE)
-    chosen = [p for p in PEERS if (p[2] is None or h.have(p[2])) and (not args.only or p[0].split()[0] in args.only.split(","))]
+    chosen = h.chosen_peers(PEERS, args.only)
     try:
         samples = h.run_rounds(chosen, args.runs, "w1", template)
     finally:

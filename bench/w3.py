@@ -84,11 +84,18 @@ def run_lsyncd(template, scratch):
         remove(os.path.join(a, NAME), os.path.join(b, NAME))
 
 
-def run_unison(template, scratch):
+def folders_with_file(template, scratch):
+    """Folders a (holding the template as NAME, a hard link) and b (empty), for the tools that sync
+    when run rather than watching."""
     a, b = scratch("a"), scratch("b")
     os.makedirs(a)
     os.makedirs(b)
     os.link(template, os.path.join(a, NAME))
+    return a, b
+
+
+def run_unison(template, scratch):
+    a, b = folders_with_file(template, scratch)
     env = dict(os.environ, UNISON=scratch("unison-home"))
     try:
         t0 = time.monotonic()
@@ -100,10 +107,7 @@ def run_unison(template, scratch):
 
 
 def run_rclone(template, scratch):
-    a, b = scratch("a"), scratch("b")
-    os.makedirs(a)
-    os.makedirs(b)
-    os.link(template, os.path.join(a, NAME))
+    a, b = folders_with_file(template, scratch)
     env = dict(os.environ, RCLONE_CONFIG=scratch("rclone.conf"), XDG_CACHE_HOME=scratch("cache"))
     try:
         t0 = time.monotonic()
@@ -154,7 +158,7 @@ def main():
     with open(template, "wb") as f:
         for _ in range(SIZE >> 24):
             f.write(os.urandom(1 << 24))
-    chosen = [p for p in PEERS if (p[2] is None or h.have(p[2])) and (not args.only or p[0].split()[0] in args.only.split(","))]
+    chosen = h.chosen_peers(PEERS, args.only)
     try:
         samples = h.run_rounds(chosen, args.runs, "w3", template)
     finally:
