@@ -248,11 +248,7 @@ extension Agent: ControlHandler {
 extension ConflictEntry {
     /// A conflict as the state database keeps it, as the control socket lists it.
     public init(_ waiting: WaitingConflict) {
-        func version(_ side: ConflictSide) -> ConflictVersion {
-            ConflictVersion(device: side.device, deleted: side.deleted, size: side.size, sha256: side.sha256, modifiedAt: side.modifiedAt,
-                            copy: side.copy)
-        }
-        self.init(path: waiting.path, remoteDevice: waiting.remote.device, detectedAt: waiting.detectedAt, local: version(waiting.local),
-                  remote: version(waiting.remote))
+        self.init(path: waiting.path, remoteDevice: waiting.remote.device, detectedAt: waiting.detectedAt, local: waiting.local,
+                  remote: waiting.remote)
     }
 }

@@ -1,4 +1,5 @@
 import SinkiControl
+import SinkiRecord
 import SinkiSupport
 
 /// Numbers and times for people, as status prints them.

@@ -257,23 +257,3 @@ public struct ConflictEntry: Sendable, Equatable {
         self.remote = remote ?? ConflictVersion(device: remoteDevice)
     }
 }
-
-/// One version in a conflict: its facts, and where the agent kept a copy of it aside.
-public struct ConflictVersion: Sendable, Equatable {
-    public var device: String
-    public var deleted: Bool
-    public var size: Int64
-    public var sha256: String
-    public var modifiedAt: Int64
-    /// The copy in the agent's state folder; nil for a deleted version.
-    public var copy: String?
-
-    public init(device: String, deleted: Bool = false, size: Int64 = 0, sha256: String = "", modifiedAt: Int64 = 0, copy: String? = nil) {
-        self.device = device
-        self.deleted = deleted
-        self.size = size
-        self.sha256 = sha256
-        self.modifiedAt = modifiedAt
-        self.copy = copy
-    }
-}

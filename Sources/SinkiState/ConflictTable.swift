@@ -1,27 +1,6 @@
 import SinkiRecord
 import SinkiSupport
 
-/// One side of a conflict left for `sinkid resolve`, as the `conflicts` table keeps it.
-public struct ConflictSide: Sendable, Equatable {
-    public var device: String
-    public var deleted: Bool
-    public var size: Int64
-    public var sha256: String
-    /// Nanoseconds since the Unix epoch.
-    public var modifiedAt: Int64
-    /// The copy kept aside in the state folder (`STATE/conflicts/…`); nil for a deleted side.
-    public var copy: String?
-
-    public init(device: String, deleted: Bool, size: Int64, sha256: String, modifiedAt: Int64, copy: String?) {
-        self.device = device
-        self.deleted = deleted
-        self.size = size
-        self.sha256 = sha256
-        self.modifiedAt = modifiedAt
-        self.copy = copy
-    }
-}
-
 /// A conflict the `ask` rule left for `sinkid resolve`: both versions kept aside, nothing
 /// overwritten, the local change held back from the server until it is settled.
 public struct WaitingConflict: Sendable, Equatable {
@@ -29,15 +8,15 @@ public struct WaitingConflict: Sendable, Equatable {
     /// When it was first found.
     public var detectedAt: Int64
     /// The version on this machine when it was found.
-    public var local: ConflictSide
+    public var local: ConflictVersion
     /// The latest version from the server (a newer one replaces it while the conflict waits).
-    public var remote: ConflictSide
+    public var remote: ConflictVersion
     /// The remote record's tag, type and mode: what `--keep local` bases on, what `--keep remote` writes.
     public var remoteTag: Int64
     public var remoteType: String
     public var remoteMode: UInt32
 
-    public init(path: String, detectedAt: Int64, local: ConflictSide, remote: ConflictSide, remoteTag: Int64, remoteType: String,
+    public init(path: String, detectedAt: Int64, local: ConflictVersion, remote: ConflictVersion, remoteTag: Int64, remoteType: String,
                 remoteMode: UInt32) {
         self.path = path
         self.detectedAt = detectedAt
@@ -77,9 +56,9 @@ extension StateStore {
     static func readConflict(_ row: Statement) -> WaitingConflict {
         WaitingConflict(
             path: row.text(0), detectedAt: row.int64(1),
-            local: ConflictSide(device: row.text(2), deleted: row.bool(3), size: row.int64(4), sha256: row.text(5), modifiedAt: row.int64(6),
+            local: ConflictVersion(device: row.text(2), deleted: row.bool(3), size: row.int64(4), sha256: row.text(5), modifiedAt: row.int64(6),
                                 copy: row.optionalText(7)),
-            remote: ConflictSide(device: row.text(8), deleted: row.bool(9), size: row.int64(10), sha256: row.text(11), modifiedAt: row.int64(12),
+            remote: ConflictVersion(device: row.text(8), deleted: row.bool(9), size: row.int64(10), sha256: row.text(11), modifiedAt: row.int64(12),
                                  copy: row.optionalText(13)),
             remoteTag: row.int64(14), remoteType: row.text(15), remoteMode: UInt32(truncatingIfNeeded: row.int64(16)))
     }

@@ -20,18 +20,18 @@ extension Replica {
         let remote = item.remote, row = item.row
         let existing = try store.conflict(remote.path)
         let now = Clock.now()
-        var local: ConflictSide
+        var local: ConflictVersion
         if let existing {
             local = existing.local
         } else {
-            local = ConflictSide(device: device, deleted: !row.present, size: row.present ? row.size : 0, sha256: row.present ? row.sha256 : "",
+            local = ConflictVersion(device: device, deleted: !row.present, size: row.present ? row.size : 0, sha256: row.present ? row.sha256 : "",
                                  modifiedAt: row.mtime, copy: nil)
             if row.present && row.kind == .file {
                 guard let copy = try copyLocalAside(item.path, root: root, relative: relative, sha256: row.sha256, time: now) else { return false }
                 local.copy = copy
             }
         }
-        var remoteSide = ConflictSide(device: remote.device, deleted: remote.deleted, size: remote.deleted ? 0 : remote.size,
+        var remoteSide = ConflictVersion(device: remote.device, deleted: remote.deleted, size: remote.deleted ? 0 : remote.size,
                                       sha256: remote.deleted ? "" : remote.sha256, modifiedAt: remote.modifiedAt, copy: nil)
         if !remote.deleted && remote.kind == .file {
             if Self.isAssetContent(remote) {
@@ -143,7 +143,7 @@ extension Replica {
     }
 
     /// A kept-aside version's bytes, checked against the hash recorded with it.
-    private func readAside(_ side: ConflictSide) throws -> [UInt8] {
+    private func readAside(_ side: ConflictVersion) throws -> [UInt8] {
         guard let copy = side.copy else { throw ResolveError("the version from \(side.device) was not kept aside") }
         let bytes = try FileDescriptor.open(copy, flags: O_RDONLY | O_NOFOLLOW).readAll(sizeHint: Int(clamping: side.size))
         guard Digest.sha256Hex(bytes) == side.sha256 else {
