@@ -112,14 +112,7 @@ public final class BaseCache {
             let output = try FileDescriptor.open(temp, flags: O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600, relativeTo: folder,
                                                  displayPath: directory + "/" + temp)
             let digest = Digest()
-            var size: Int64 = 0
-            while true {
-                let chunk = try input.read(count: 1 << 20, at: size)
-                if chunk.isEmpty { break }
-                digest.update(chunk)
-                try output.write(chunk)
-                size += Int64(chunk.count)
-            }
+            let size = try input.copyAll(to: output, hashingInto: digest)
             let hash = digest.finishHex()
             if order.contains(hash) || size > limit {
                 unlinkat(folder.raw, temp, 0)

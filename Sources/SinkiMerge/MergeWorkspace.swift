@@ -31,13 +31,7 @@ final class MergeWorkspace: Sendable {
     func copy(_ source: String, as name: String) throws(SystemError) -> String {
         let input = try FileDescriptor.open(source, flags: O_RDONLY | O_NOFOLLOW)
         let output = try FileDescriptor.open(path + "/" + name, flags: O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
-        var offset: Int64 = 0
-        while true {
-            let chunk = try input.read(count: 1 << 20, at: offset)
-            if chunk.isEmpty { break }
-            try output.write(chunk)
-            offset += Int64(chunk.count)
-        }
+        try input.copyAll(to: output)
         return output.path
     }
 

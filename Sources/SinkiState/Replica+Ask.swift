@@ -174,16 +174,7 @@ extension Replica {
     private func copyLocalAside(_ path: RecordPath, root: Int, relative: String, sha256: String, time: Int64) throws -> String? {
         let source = try safeRoots[root].open(relative, flags: O_RDONLY | O_NOCTTY | O_NONBLOCK)
         let digest = Digest()
-        let copy = try createAside(path, device: device, time: time) { target in
-            var offset: Int64 = 0
-            while true {
-                let chunk = try source.read(count: 1 << 20, at: offset)
-                if chunk.isEmpty { break }
-                digest.update(chunk)
-                try target.write(chunk)
-                offset += Int64(chunk.count)
-            }
-        }
+        let copy = try createAside(path, device: device, time: time) { target in try source.copyAll(to: target, hashingInto: digest) }
         guard digest.finishHex() == sha256 else {
             unlink(copy)
             return nil

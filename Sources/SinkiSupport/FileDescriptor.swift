@@ -106,6 +106,23 @@ public final class FileDescriptor {
         try status.get()
     }
 
+    /// Copies this file from its start to `output` (written at its current position), a megabyte at a
+    /// time, each piece also into `digest` when there is one; returns the bytes copied.
+    @discardableResult
+    public func copyAll(to output: FileDescriptor, hashingInto digest: Digest? = nil) throws(SystemError) -> Int64 {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while true {
+            let got = try read(into: buffer, at: offset)
+            if got == 0 { return offset }
+            let piece = UnsafeRawBufferPointer(rebasing: buffer[0..<got])
+            digest?.update(piece)
+            try output.write(piece)
+            offset += Int64(got)
+        }
+    }
+
     public func sync() throws(SystemError) { try syscall("fsync", path: path) { fsync(raw) } }
 
     /// Flushes every dirty page of the file system holding this file: one call for a whole batch.
