@@ -90,7 +90,7 @@ public enum ContentReader {
     public static func readLink(_ root: SafeRoot, _ relative: String) throws(SafeRootError) -> [UInt8] {
         var made: [String] = []
         let parent = try root.openParent(of: relative, create: false, made: &made)
-        let name = relative.split(separator: "/").last.map(String.init) ?? relative
+        let name = SafeRoot.name(of: relative)
         var buffer = [UInt8](repeating: 0, count: 4097)
         let count = buffer.withUnsafeMutableBufferPointer { readlinkat(parent.raw, name, UnsafeMutableRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), 4097) }
         if count < 0 { throw .system(SystemError("readlink", errno: errno, path: parent.path + "/" + name)) }

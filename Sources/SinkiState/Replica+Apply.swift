@@ -196,7 +196,7 @@ extension Replica {
         var parents: [String: FileDescriptor] = [:]
         var madeDirectories: [(Int, String)] = []
         func parent(_ plan: PlannedWrite) throws(SafeRootError) -> FileDescriptor {
-            let key = "\(plan.root)/" + (plan.relative.lastIndex(of: "/").map { String(plan.relative[..<$0]) } ?? "")
+            let key = "\(plan.root)/" + SafeRoot.folderPrefix(of: plan.relative)
             if let open = parents[key] { return open }
             var made: [String] = []
             let echoes = self.echoes
@@ -207,9 +207,7 @@ extension Replica {
             parents[key] = opened
             return opened
         }
-        func name(_ plan: PlannedWrite) -> String {
-            plan.relative.lastIndex(of: "/").map { String(plan.relative[plan.relative.index(after: $0)...]) } ?? plan.relative
-        }
+        func name(_ plan: PlannedWrite) -> String { SafeRoot.name(of: plan.relative) }
         let order = plans.indices.sorted { a, b in
             let left = plans[a], right = plans[b]
             func rank(_ action: PlannedWrite.Action) -> Int {
@@ -327,7 +325,7 @@ extension Replica {
                         stat = try DiskWriter.writeSymlink(parent: job.parent, parentPath: job.parentPath, name: job.name, target: bytes,
                                                            expect: plan.expect)
                     } else {
-                        let directory = plan.relative.lastIndex(of: "/").map { String(plan.relative[..<$0]) + "/" } ?? ""
+                        let directory = SafeRoot.folderPrefix(of: plan.relative)
                         stat = try DiskWriter.writeFile(parent: job.parent, parentPath: job.parentPath, name: job.name, bytes: bytes,
                                                         mode: plan.record.mode, modifiedAt: plan.record.modifiedAt, expect: plan.expect) { inode in
                             echoes?.expect(root: plan.root, relative: plan.relative, .fileIn)
@@ -372,7 +370,7 @@ extension Replica {
         guard let sourceParent = try? safeRoots[plan.root].openParent(of: source, create: false, made: &made) else {
             return .failed("cannot open the folder of \(quoted(source))")
         }
-        let sourceName = source.split(separator: "/").last.map(String.init) ?? source
+        let sourceName = SafeRoot.name(of: source)
         let isDirectory = plan.record.kind == .directory
         echoes?.expect(root: plan.root, relative: source, .movedAway)
         echoes?.expect(root: plan.root, relative: plan.relative, isDirectory ? .directoryMade : .fileIn)

@@ -156,7 +156,7 @@ extension Replica {
     private func removeLocal(root: Int, relative: String, expect: FileStat) throws {
         var made: [String] = []
         let parent = try safeRoots[root].openParent(of: relative, create: false, made: &made)
-        let name = relative.split(separator: "/").last.map(String.init) ?? relative
+        let name = SafeRoot.name(of: relative)
         echoes?.expect(root: root, relative: relative, .fileGone)
         do {
             guard try DiskWriter.remove(parent: parent.raw, parentPath: parent.path, name: name, expect: expect) else {

@@ -319,7 +319,7 @@ extension Replica {
     /// name must be free), telling the watcher to expect it. Not durable until the root's `syncfs`.
     func writeLocal(root: Int, relative: String, bytes: [UInt8], mode: UInt32, modifiedAt: Int64,
                             expect: FileStat?) throws -> FileStat {
-        let directory = relative.lastIndex(of: "/").map { String(relative[..<$0]) + "/" } ?? ""
+        let directory = SafeRoot.folderPrefix(of: relative)
         let echoes = self.echoes
         return try placing(root: root, relative: relative) { parent, name, expectIt in
             try DiskWriter.writeFile(parent: parent.raw, parentPath: parent.path, name: name, bytes: bytes, mode: mode,
@@ -347,7 +347,7 @@ extension Replica {
                          _ write: (_ parent: FileDescriptor, _ name: String, _ expectIt: () -> Void) throws -> FileStat) throws -> FileStat {
         var made: [String] = []
         let parent = try safeRoots[root].openParent(of: relative, create: false, made: &made)
-        let name = relative.split(separator: "/").last.map(String.init) ?? relative
+        let name = SafeRoot.name(of: relative)
         let echoes = self.echoes
         do {
             return try write(parent, name) { echoes?.expect(root: root, relative: relative, .fileIn) }
@@ -369,8 +369,8 @@ extension Replica {
                 return nil
             }
         }
-        let name = relative.split(separator: "/").last.map(String.init) ?? relative
-        let directory = relative.lastIndex(of: "/").map { String(relative[..<$0]) + "/" } ?? ""
+        let name = SafeRoot.name(of: relative)
+        let directory = SafeRoot.folderPrefix(of: relative)
         let now = Clock.now()
         for attempt in 0..<100 {
             let copyRelative = directory + ConflictName.make(for: name, device: remote.device, time: now, attempt: attempt)
@@ -400,8 +400,8 @@ extension Replica {
     func keepAside(root: Int, relative: String, row: KnownFile) async throws -> String? {
         var made: [String] = []
         let parent = try safeRoots[root].openParent(of: relative, create: false, made: &made)
-        let name = relative.split(separator: "/").last.map(String.init) ?? relative
-        let directory = relative.lastIndex(of: "/").map { String(relative[..<$0]) + "/" } ?? ""
+        let name = SafeRoot.name(of: relative)
+        let directory = SafeRoot.folderPrefix(of: relative)
         let now = Clock.now()
         for attempt in 0..<100 {
             let copyName = ConflictName.make(for: name, device: device, time: now, attempt: attempt)

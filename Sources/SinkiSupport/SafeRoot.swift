@@ -94,6 +94,16 @@ public final class SafeRoot: Sendable {
         return current
     }
 
+    /// The last component of `relative`: the entry's name in the folder `openParent` opens.
+    public static func name(of relative: String) -> String {
+        relative.lastIndex(of: "/").map { String(relative[relative.index(after: $0)...]) } ?? relative
+    }
+
+    /// Everything of `relative` before its name, with the slash (`a/b/` for `a/b/c`; empty at the top).
+    public static func folderPrefix(of relative: String) -> String {
+        relative.lastIndex(of: "/").map { String(relative[...$0]) } ?? ""
+    }
+
     /// Opens the directory holding `relative`; with `create`, makes missing directories on the way
     /// (mode 0755) and reports each one made, parent first.
     public func openParent(of relative: String, create: Bool, made: inout [String],
@@ -142,7 +152,6 @@ public final class SafeRoot: Sendable {
         } catch let error where error.errno == ENOENT || error.errno == ENOTDIR {
             return nil
         }
-        let name = relative.lastIndex(of: "/").map { String(relative[relative.index(after: $0)...]) } ?? relative
-        do { return try parent.statEntry(name) } catch { throw .system(error) }
+        do { return try parent.statEntry(Self.name(of: relative)) } catch { throw .system(error) }
     }
 }
