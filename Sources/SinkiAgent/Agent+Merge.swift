@@ -112,16 +112,10 @@ extension Agent {
     func noteApplied(_ report: ApplyReport) async throws {
         guard let replica else { return }
         publishApplied(report.applied)
-        for root in await replica.takeRescans() {
-            var batch = WatchBatch()
-            batch.changes = [WatchBatch.Change(root: root, relative: "", recursive: true)]
-            handleWatch(batch)
-        }
-        if !report.toCheck.isEmpty {
-            var batch = WatchBatch()
-            batch.changes = report.toCheck.map { WatchBatch.Change(root: $0.root, relative: $0.relative, recursive: true) }
-            handleWatch(batch)
-        }
+        var batch = WatchBatch()
+        batch.changes = await replica.takeRescans().map { WatchBatch.Change(root: $0, relative: "", recursive: true) }
+            + report.toCheck.map { WatchBatch.Change(root: $0.root, relative: $0.relative, recursive: true) }
+        if !batch.changes.isEmpty { handleWatch(batch) }
         if !report.conflicts.isEmpty { try await settleConflicts(report.conflicts) }
     }
 

@@ -89,12 +89,7 @@ extension Agent {
         // Large files are downloaded and checked first, for the same reason.
         let fetched = try await fetchAssets(records)
         let report = try await replica.apply(records, token: page.token)
-        try await settle(report)
-        if !fetched.isEmpty { await replica.discardDownloads(fetched) }
-    }
-
-    /// Tells observers and watchers what an apply did, and settles its conflicts by their rules.
-    func settle(_ report: ApplyReport) async throws {
         try await noteApplied(report)
+        if !fetched.isEmpty { await replica.discardDownloads(fetched) }
     }
 }
