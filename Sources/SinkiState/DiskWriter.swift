@@ -105,7 +105,7 @@ enum DiskWriter {
         }
         let file = FileDescriptor(raw: fd, path: parentPath + "/" + temp)
         do {
-            try copy(from: source, to: file)
+            try source.copyAll(to: file)
             if wanted & ~umaskBits != wanted {
                 try syscall("fchmod", path: file.path) { fchmod(file.raw, wanted) }
             }
@@ -116,19 +116,6 @@ enum DiskWriter {
         } catch {
             unlinkat(parent, temp, 0)
             throw error
-        }
-    }
-
-    /// Copies a whole file in 1 MiB pieces (never all of it in memory).
-    static func copy(from source: FileDescriptor, to target: FileDescriptor) throws(SystemError) {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset: Int64 = 0
-        while true {
-            let got = try source.read(into: buffer, at: offset)
-            if got == 0 { return }
-            try target.write(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
-            offset += Int64(got)
         }
     }
 
