@@ -67,6 +67,20 @@ extension Replica {
         }
         plans.reverse()
         let planned = Clock.monotonic()
+        let executed = try writeRecorded(plans, report: &report) {
+            if let token { try store.setMeta(MetaKey.feedToken, token) }
+        }
+        let committed = Clock.monotonic()
+        func ms(_ from: Int64, _ to: Int64) -> String { String((to - from) / 1_000_000) }
+        logger.debug("apply \(records.count): plan \(ms(started, planned)) ms, write+sync \(ms(planned, executed)) ms, commit \(ms(executed, committed)) ms")
+        return report
+    }
+
+    /// Carries out `plans`: noted in the journal first (a kill mid-way is recognised on restart), written
+    /// and made durable, then their outcome recorded in one transaction with `alongside`; the bases of
+    /// what was written are kept. Returns when the writes were durable, for the apply's timing line.
+    @discardableResult
+    func writeRecorded(_ plans: [PlannedWrite], report: inout ApplyReport, alongside: () throws -> Void = {}) throws -> Int64 {
         let journaled = plans.filter { $0.action != .adopt }.map(\.record)
         try journal(journaled)
         let results = try execute(plans, report: &report)
@@ -76,13 +90,10 @@ extension Replica {
                 try record(plan, result: result, report: &report)
             }
             try store.clearJournal(journaled.map(\.path))
-            if let token { try store.setMeta(MetaKey.feedToken, token) }
+            try alongside()
         }
-        let committed = Clock.monotonic()
         keepBases(plans, results)
-        func ms(_ from: Int64, _ to: Int64) -> String { String((to - from) / 1_000_000) }
-        logger.debug("apply \(records.count): plan \(ms(started, planned)) ms, write+sync \(ms(planned, executed)) ms, commit \(ms(executed, committed)) ms")
-        return report
+        return executed
     }
 
     /// Decides what to do with one record, or files it as refused, conflicting or needing content.

@@ -254,16 +254,7 @@ extension Replica {
             }
         }
         for (record, root, relative) in agreed { keepBase(record, root: root, relative: relative) }
-        if !plans.isEmpty {
-            let journaled = plans.filter { $0.action != .adopt }.map(\.record)
-            try journal(journaled)
-            let results = try execute(plans, report: &out.report)
-            try store.transaction {
-                for (plan, result) in zip(plans, results) { try record(plan, result: result, report: &out.report) }
-                try store.clearJournal(journaled.map(\.path))
-            }
-            keepBases(plans, results)
-        }
+        if !plans.isEmpty { try writeRecorded(plans, report: &out.report) }
         return out
     }
 
