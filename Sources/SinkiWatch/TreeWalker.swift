@@ -62,17 +62,7 @@ public struct TreeWalker: Sendable {
         let subreports = withExtendedLifetime(start) {
             Blocking.map(subdirectories) { sub -> WalkReport in
                 var subreport = WalkReport()
-                let fd = openat(parent, sub.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                if fd < 0 {
-                    // Replaced by something else since the stat: its own event brings it back.
-                    if errno != ENOENT && errno != ENOTDIR && errno != ELOOP {
-                        subreport.errors.append("\(SystemError("open", errno: errno, path: parentPath + "/" + sub.name))")
-                    }
-                    return subreport
-                }
-                var none: [Subdirectory]?
-                walkDirectory(FileDescriptor(raw: fd, path: parentPath + "/" + sub.name), relative: sub.relative, into: &subreport,
-                              deferring: &none)
+                walkSubdirectory(sub.name, of: parent, parentPath: parentPath, relative: sub.relative, into: &subreport)
                 return subreport
             }
         }
@@ -131,18 +121,22 @@ public struct TreeWalker: Sendable {
                     deferring!.append(Subdirectory(name: name, relative: path))
                     continue
                 }
-                let child: FileDescriptor
-                do {
-                    child = try FileDescriptor.open(name, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW, relativeTo: directory,
-                                                    displayPath: directory.path + "/" + name)
-                } catch {
-                    // Replaced by something else since the stat: its own event brings it back.
-                    if error.errno != ENOENT && error.errno != ENOTDIR && error.errno != ELOOP { report.errors.append("\(error)") }
-                    continue
-                }
-                var none: [Subdirectory]?
-                walkDirectory(child, relative: path, into: &report, deferring: &none)
+                walkSubdirectory(name, of: directory.raw, parentPath: directory.path, relative: path, into: &report)
             }
         }
+    }
+
+    /// Opens the directory `name` in `parent` (open for the whole call) and walks it whole. One
+    /// replaced by something else since its stat is left out: its own event brings it back.
+    private func walkSubdirectory(_ name: String, of parent: Int32, parentPath: String, relative: String, into report: inout WalkReport) {
+        let fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno != ENOENT && errno != ENOTDIR && errno != ELOOP {
+                report.errors.append("\(SystemError("open", errno: errno, path: parentPath + "/" + name))")
+            }
+            return
+        }
+        var none: [Subdirectory]?
+        walkDirectory(FileDescriptor(raw: fd, path: parentPath + "/" + name), relative: relative, into: &report, deferring: &none)
     }
 }
