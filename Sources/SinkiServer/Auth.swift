@@ -1,18 +1,50 @@
 import Glibc
 import SinkiRecord
 import SinkiSupport
+import Synchronization
 
-/// Maps `Authorization: Bearer TOKEN` to an identity. Without tokens every request is
-/// `ServerIdentity.anonymous`.
-struct Authenticator: Sendable {
-    let tokens: [String: ServerIdentity]?
+/// Maps `Authorization: Bearer TOKEN` to an identity, from the accounts in the store (docs/tokens.md).
+/// Without accounts (`--insecure-no-auth`, loopback only) every request is `ServerIdentity.anonymous`.
+///
+/// Every request reads the token from the store (one indexed read), so a revocation made by another
+/// process is in force from its commit on; only the "last used" time is written, at most once a minute.
+final class Authenticator: Sendable {
+    let accounts: (any AccountStore)?
+    private let lastMarked = Mutex<[String: Int64]>([:])
 
-    func identify(authorization: String?) -> ServerIdentity? {
-        guard let tokens else { return .anonymous }
+    init(accounts: (any AccountStore)?) { self.accounts = accounts }
+
+    /// The one detail every refused token gets, missing, garbled, unknown, revoked or expired alike: the
+    /// answer tells a prober nothing about which.
+    static let refusal = "send Authorization: Bearer TOKEN with a live token of this server"
+
+    /// The identity of a request, or nil for no token, a token this server does not know, a revoked
+    /// one and an expired one alike.
+    func identify(authorization: String?, now: Int64 = Clock.now()) -> ServerIdentity? {
+        guard let accounts else { return .anonymous }
+        guard let secret = Self.bearer(authorization) else { return nil }
+        guard let token = try? accounts.token(id: secret.id), secret.matches(token.secretHash), token.isLive(at: now) else { return nil }
+        noteUse(token.id, now: now)
+        return ServerIdentity(user: token.user, device: token.device, tokenID: token.id, chainID: token.chainID, scope: token.scope)
+    }
+
+    /// The token of `Authorization: Bearer TOKEN`.
+    static func bearer(_ authorization: String?) -> TokenSecret? {
         guard let authorization else { return nil }
         let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        return tokens[String(parts[1].drop(while: { $0 == " " }))]
+        let text = String(parts[1].drop(while: { $0 == " " }))
+        return text.isEmpty ? nil : TokenSecret(text: text)
+    }
+
+    private func noteUse(_ id: String, now: Int64) {
+        let due = lastMarked.withLock { marks -> Bool in
+            if let last = marks[id], now - last < 60_000_000_000 { return false }
+            marks[id] = now
+            return true
+        }
+        // Last use is a convenience for `token list`; a failed write of it costs nothing else.
+        if due { try? accounts?.markUsed(id: id, at: now) }
     }
 }
 

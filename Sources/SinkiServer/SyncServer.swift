@@ -18,6 +18,17 @@ public struct ServerLimits: Sendable, Equatable {
     public var maxWaitSeconds = 300
     /// Largest inflated size of one record's inline content.
     public var maxInlineBytes = 64 << 20
+    /// Requests a second each device token may send on average (a token bucket; 0: no limit), and how
+    /// many at once beyond that; more answer `429 rate-limited` with `Retry-After`.
+    public var requestsPerSecond: Double = 200
+    public var requestBurst = 1_000
+    /// Long-polls one token may hold open at once (`429` beyond).
+    public var maxLongPollsPerToken = 4
+    /// How often the server looks for revocations made by another process (seconds).
+    public var revocationPollSeconds = 0.2
+    /// With a store shared by several servers: how often waiting users' newest changes are looked at,
+    /// in case a notification of another server's commit was lost (seconds).
+    public var crossServerPollSeconds = 1.0
 
     public init() {}
 }
@@ -30,7 +41,10 @@ public struct ServerConfiguration: Sendable {
     public var dataDirectory: String
     /// libmicrohttpd worker threads; also the number of read connections to the store.
     public var threads: Int
-    /// Bearer tokens and whom they stand for; nil serves everyone as user `default` without a token.
+    /// Whether requests need a device token (docs/tokens.md). Without, only on a loopback address.
+    public var authentication: ServerAuthentication
+    /// Tokens to import into the accounts at start (`--tokens FILE`): users made as needed, each token
+    /// kept by its hash with full scope.
     public var tokens: [String: ServerIdentity]?
     public var limits: ServerLimits
     /// An idle keep-alive connection is closed after this many seconds (a parked long-poll is not idle).
@@ -39,6 +53,14 @@ public struct ServerConfiguration: Sendable {
     public var stopGraceSeconds: Double
     /// tus uploads (`uploads/` in the data folder): the largest size and the expiry of unfinished ones.
     public var uploads: UploadSettings
+    /// Tombstone retention and blob removal.
+    public var retention: RetentionSettings
+    /// A proxy in front sets `X-Forwarded-Proto`/`X-Forwarded-Host`: absolute URLs are built from them
+    /// (`--behind-proxy`). Off, they are ignored: a client could name any host.
+    public var behindProxy = false
+    /// Where tus uploads and assets live; nil: `uploads/` in the data folder. Servers that share one
+    /// (on one PostgreSQL) coordinate through locks on its files (docs/server.md, "Several servers").
+    public var uploadsDirectory: String?
 
     public init(listen: String = "127.0.0.1:7071", dataDirectory: String, threads: Int = 4,
                 tokens: [String: ServerIdentity]? = nil) {
@@ -46,11 +68,21 @@ public struct ServerConfiguration: Sendable {
         self.dataDirectory = dataDirectory
         self.threads = threads
         self.tokens = tokens
+        authentication = .tokens
         limits = ServerLimits()
         connectionTimeoutSeconds = 120
         stopGraceSeconds = 5
         uploads = UploadSettings()
+        retention = RetentionSettings()
     }
+}
+
+/// Whether the server checks device tokens.
+public enum ServerAuthentication: Sendable, Equatable {
+    /// Every request needs a live token of the store's accounts.
+    case tokens
+    /// Everyone is user `default` (`--insecure-no-auth`): refused on any address but loopback.
+    case none
 }
 
 /// The sync server of design §3: records over HTTP/1.1 (`docs/protocol.md`), kept in a `RecordStore`.
@@ -59,13 +91,23 @@ public struct ServerConfiguration: Sendable {
 /// waiting long-polls, stops serving and closes the store. Safe to call from any thread.
 public final class SyncServer: Sendable {
     public let configuration: ServerConfiguration
-    public let store: any RecordStore
+    public let store: any ServerStore
     private let logger: Logger
     private let phase = Mutex(Phase.ready)
 
+    /// What a running server holds, each part started in `start()` and stopped in `stop()`.
+    private struct Running: Sendable {
+        var http: HTTPServer
+        var uploads: UploadStore
+        var retention: Retention
+        var watcher: RevocationWatcher?
+        var crossServer: CrossServerWake?
+        var port: Int
+    }
+
     private enum Phase {
         case ready
-        case running(HTTPServer, UploadStore, port: Int)
+        case running(Running)
         case stopped
     }
 
@@ -87,7 +129,7 @@ public final class SyncServer: Sendable {
     }
 
     /// Serves from a store opened elsewhere (another implementation of `RecordStore`); `stop()` closes it.
-    public init(configuration: ServerConfiguration, store: any RecordStore, logger: Logger) {
+    public init(configuration: ServerConfiguration, store: any ServerStore, logger: Logger) {
         self.configuration = configuration
         self.store = store
         self.logger = logger
@@ -97,10 +139,16 @@ public final class SyncServer: Sendable {
     public func start() throws(ServerError) {
         try phase.withLock { (phase: inout Phase) throws(ServerError) in
             guard case .ready = phase else { throw ServerError(.wrongState, "the server was already started") }
+            try importTokens()
             let listener = try Listener.bind(configuration.listen)
+            if configuration.authentication == .none && !listener.isLoopback {
+                close(listener.socket)
+                throw ServerError(.cannotStart, "refusing to serve \(configuration.listen) without authentication: "
+                    + "--insecure-no-auth is for loopback addresses (127.0.0.0/8, ::1) only; give devices tokens instead (sinkid serve token add)")
+            }
             // libmicrohttpd serves on a duplicate; this one is always ours to close.
             defer { close(listener.socket) }
-            let uploads = try UploadStore(directory: configuration.dataDirectory + "/uploads", settings: configuration.uploads,
+            let uploads = try UploadStore(directory: configuration.uploadsDirectory ?? configuration.dataDirectory + "/uploads", settings: configuration.uploads,
                                           logger: logger)
             let hub: WaiterHub
             do {
@@ -110,21 +158,26 @@ public final class SyncServer: Sendable {
             }
             var router = Router()
             let limits = configuration.limits
-            router.add("POST", "/v1/records/modify", ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads))
-            router.add("GET", "/v1/changes", ChangesRoute(store: store, limits: limits))
-            router.add("GET", "/v1/records", LookupRoute(store: store, limits: limits))
+            router.add("POST", Routes.modify, ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads))
+            router.add("GET", Routes.changes, ChangesRoute(store: store, limits: limits))
+            router.add("GET", Routes.records, LookupRoute(store: store, limits: limits))
+            let revocations = Revocations(hub: hub)
+            router.add("POST", Routes.tokens, MintTokenRoute(accounts: store, limits: limits))
+            router.addPrefix("DELETE", Routes.tokens + "/", RevokeTokenRoute(accounts: store, revoked: { revocations.revoke($0) }))
             let options = TusOptionsRoute(settings: configuration.uploads)
             for path in [TusEndpoint.path, String(TusEndpoint.path.dropLast())] {
                 router.add("OPTIONS", path, options)
-                router.add("POST", path, TusCreateRoute(store: uploads))
+                router.add("POST", path, TusCreateRoute(store: uploads, behindProxy: configuration.behindProxy,
+                                                          accounts: configuration.authentication == .tokens ? store : nil))
             }
             router.addPrefix("HEAD", TusEndpoint.path, TusHeadRoute(store: uploads))
             router.addPrefix("PATCH", TusEndpoint.path, TusPatchRoute(store: uploads))
             router.addPrefix("DELETE", TusEndpoint.path, TusDeleteRoute(store: uploads))
             router.addPrefix("OPTIONS", TusEndpoint.path, options)
-            router.addPrefix("GET", "/v1/assets/", AssetRoute(store: uploads))
-            let http = HTTPServer(router: router, authenticator: Authenticator(tokens: configuration.tokens), hub: hub, logger: logger,
-                                  methodOverridePrefixes: [String(TusEndpoint.path.dropLast())])
+            router.addPrefix("GET", Routes.assets, AssetRoute(store: uploads, records: store))
+            let authenticator = Authenticator(accounts: configuration.authentication == .tokens ? store : nil)
+            let http = HTTPServer(router: router, authenticator: authenticator, hub: hub, logger: logger,
+                                  methodOverridePrefixes: [String(TusEndpoint.path.dropLast())], revocations: revocations, limits: limits)
             do throws(ServerError) {
                 try http.start(listenSocket: listener.socket, threads: configuration.threads,
                                connectionTimeout: configuration.connectionTimeoutSeconds, address: configuration.listen)
@@ -133,16 +186,42 @@ public final class SyncServer: Sendable {
                 throw error
             }
             uploads.startSweeping()
-            phase = .running(http, uploads, port: listener.port)
+            let retention = Retention(store: store, uploads: uploads, settings: configuration.retention, logger: logger)
+            retention.start()
+            let watcher = configuration.authentication == .tokens
+                ? RevocationWatcher(accounts: store, revocations: revocations, interval: limits.revocationPollSeconds, logger: logger) : nil
+            let crossServer = store.changeSignal(logger: logger).map {
+                CrossServerWake(store: store, hub: hub, signal: $0, fallbackSeconds: limits.crossServerPollSeconds, logger: logger)
+            }
+            crossServer?.start()
+            phase = .running(Running(http: http, uploads: uploads, retention: retention, watcher: watcher, crossServer: crossServer,
+                                     port: listener.port))
             logger.info("serving on \(configuration.listen) (port \(listener.port)), store \(store.storeID), "
-                        + "\(configuration.threads) threads, \(configuration.tokens == nil ? "no tokens" : "\(configuration.tokens!.count) tokens")")
+                        + "\(configuration.threads) threads, " + (configuration.authentication == .tokens ? "device tokens checked" : "NO AUTHENTICATION"))
+        }
+    }
+
+    /// Imports `configuration.tokens` into the accounts (users made as needed).
+    private func importTokens() throws(ServerError) {
+        guard let tokens = configuration.tokens, !tokens.isEmpty else { return }
+        do {
+            let now = Clock.now()
+            for (text, identity) in tokens.sorted(by: { $0.key < $1.key }) {
+                let secret = TokenSecret(text: text)
+                try store.addUser(identity.user, at: now)
+                if let known = try store.token(id: secret.id), known.secretHash == secret.hash { continue }
+                try store.addToken(DeviceToken(id: secret.id, user: identity.user, device: identity.device, scope: .full, parentID: nil,
+                                               chainID: secret.id, secretHash: secret.hash, createdAt: now))
+            }
+        } catch {
+            throw ServerError(.store, "cannot import the tokens: \(error)")
         }
     }
 
     /// The port the server listens on; 0 before `start()`.
     public var boundPort: Int {
         phase.withLock { phase in
-            if case let .running(_, _, port) = phase { return port }
+            if case let .running(running) = phase { return running.port }
             return 0
         }
     }
@@ -150,16 +229,20 @@ public final class SyncServer: Sendable {
     /// Answers every waiting long-poll, stops serving (requests in hand finish first) and closes the
     /// store. Idempotent.
     public func stop() {
-        let running = phase.withLock { phase -> (HTTPServer, UploadStore)? in
+        let running = phase.withLock { phase -> Running? in
             defer { phase = .stopped }
             switch phase {
-            case let .running(http, uploads, _): return (http, uploads)
+            case let .running(running): return running
             case .ready: store.close(); return nil
             case .stopped: return nil
             }
         }
-        guard let (http, uploads) = running else { return }
+        guard let running else { return }
+        let (http, uploads, watcher) = (running.http, running.uploads, running.watcher)
+        running.crossServer?.stop()
+        running.retention.stop()
         uploads.stopSweeping()
+        watcher?.stop()
         http.stop(grace: configuration.stopGraceSeconds)
         store.close()
         logger.info("stopped serving on \(configuration.listen)")
@@ -168,9 +251,18 @@ public final class SyncServer: Sendable {
     /// For tests: the upload store while running.
     var uploadStore: UploadStore? {
         phase.withLock { phase in
-            if case let .running(_, uploads, _) = phase { return uploads }
+            if case let .running(running) = phase { return running.uploads }
             return nil
         }
+    }
+
+    /// For tests: one retention pass now.
+    func purgeNow(at now: Int64 = Clock.now()) -> (tombstones: Int, blobs: Int)? {
+        let retention = phase.withLock { phase -> Retention? in
+            if case let .running(running) = phase { return running.retention }
+            return nil
+        }
+        return retention?.pass(now: now)
     }
 
     // For tests: what the server holds right now.
@@ -179,7 +271,7 @@ public final class SyncServer: Sendable {
 
     private var running: HTTPServer? {
         phase.withLock { phase in
-            if case let .running(http, _, _) = phase { return http }
+            if case let .running(running) = phase { return running.http }
             return nil
         }
     }

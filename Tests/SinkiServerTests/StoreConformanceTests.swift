@@ -11,7 +11,7 @@ import Testing
 struct StoreKind: Sendable, CustomTestStringConvertible {
     let name: String
     /// A fresh, empty store, and a way to open the same store again after closing it.
-    let make: @Sendable () throws -> (store: any RecordStore, reopen: @Sendable () throws -> any RecordStore, keepAlive: AnyObject)
+    let make: @Sendable () throws -> (store: any ServerStore, reopen: @Sendable () throws -> any ServerStore, keepAlive: AnyObject)
 
     var testDescription: String { name }
 
@@ -21,18 +21,25 @@ struct StoreKind: Sendable, CustomTestStringConvertible {
         return (try SQLiteRecordStore(path: path, readers: 2), { try SQLiteRecordStore(path: path, readers: 2) }, directory)
     }
 
-    /// Every store implementation; a PostgreSQL store joins this list and runs the same suite.
-    static let all: [StoreKind] = [.sqlite]
+    /// A fresh database on the tests' own PostgreSQL cluster (started by the first test that needs it).
+    static let postgres = StoreKind(name: "PostgreSQL") {
+        let database = try PostgresCluster.shared().createDatabase()
+        let url = database.url
+        return (try PostgresStore(url: url, connections: 3), { try PostgresStore(url: url, connections: 3) }, database)
+    }
+
+    /// Every store implementation: each runs the same suite.
+    static let all: [StoreKind] = [.sqlite, .postgres]
 }
 
 /// Runs `body` with a fresh store and closes it after.
-private func withStore(_ kind: StoreKind, _ body: (any RecordStore) throws -> Void) throws {
+func withStore(_ kind: StoreKind, _ body: (any ServerStore) throws -> Void) throws {
     let made = try kind.make()
     defer { made.store.close(); withExtendedLifetime(made.keepAlive) {} }
     try body(made.store)
 }
 
-private func checked(_ records: [Record]) -> [CheckedRecord] {
+func checked(_ records: [Record]) -> [CheckedRecord] {
     records.map { CheckedRecord($0, path: try! RecordPath(validating: $0.path)) }
 }
 
@@ -281,6 +288,117 @@ private func savedTag(_ outcome: StoreOutcome) -> Int64? {
                 if !page.more { break }
             }
             #expect(fed == all.sorted())
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func aFeedReaderTailingConcurrentWritersNeverMissesATag(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            // If a lower tag could commit after a reader passed it, the reader would never see it.
+            let saved = Atomic<Int>(0)
+            let writersDone = Atomic<Int>(0)
+            let seen = Mutex<(last: Int64, count: Int, backwards: Int)>((0, 0, 0))
+            DispatchQueue.concurrentPerform(iterations: 5) { worker in
+                if worker == 0 {
+                    var after: Int64 = 0
+                    var finalPass = false
+                    while true {
+                        guard let page = try? store.changes(user: "u", after: after, limit: PageLimit(records: 100, dataBytes: 1 << 30)) else { break }
+                        seen.withLock { state in
+                            for record in page.records {
+                                if record.changeTag <= state.last { state.backwards += 1 }
+                                state.last = record.changeTag
+                                state.count += 1
+                            }
+                        }
+                        after = page.lastTag
+                        if page.more || !page.records.isEmpty { continue }
+                        if finalPass { break }
+                        // One more empty page after every writer is done: nothing is left behind.
+                        if writersDone.load(ordering: .acquiring) == 4 { finalPass = true }
+                    }
+                    return
+                }
+                for batch in 0..<15 {
+                    let records = (0..<5).map { fileRecord("T\(worker)/\(batch)/\($0)", "\(worker)") }
+                    if let outcomes = try? store.modify(user: "u", items: checked(records)) {
+                        saved.add(outcomes.compactMap(savedTag).count, ordering: .relaxed)
+                    }
+                }
+                writersDone.add(1, ordering: .releasing)
+            }
+            let state = seen.withLock { $0 }
+            #expect(saved.load(ordering: .relaxed) == 300)
+            #expect(state.backwards == 0)
+            #expect(state.count == 300)
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func oldTombstonesArePurgedAndRaiseTheHistoryFloor(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            var big = Record(path: "A/big", type: "keep-both", size: 5, sha256: Digest.sha256Hex(Array("asset".utf8)), device: "laptop")
+            big.asset = Asset(id: "0123456789abcdef0123456789abcdef", size: 5, sha256: big.sha256)
+            let saved = try store.modify(user: "u", items: checked([fileRecord("A/1", "one"), fileRecord("A/2", "two"), big])).compactMap(savedTag)
+            #expect(try store.assetIDs() == ["0123456789abcdef0123456789abcdef"])
+            let gone = try store.modify(user: "u", items: checked([tombstone("A/1", baseTag: saved[0]), tombstone("A/big", baseTag: saved[2])]))
+                .compactMap(savedTag)
+            _ = try store.modify(user: "v", items: checked([tombstone("B/never", baseTag: 0)]))
+            // A tombstone names no blob: the big file's may go.
+            #expect(try store.assetIDs().isEmpty)
+            // Nothing is older than a cutoff in the past.
+            #expect(try store.sweepTombstones(savedBefore: 0, limit: 10) == TombstoneSweep(removed: 0, floor: 0, more: false))
+            #expect(try store.historyFloor() == 0)
+            // In slices: two, then the last one.
+            let later = Clock.now() + 1_000_000_000
+            let first = try store.sweepTombstones(savedBefore: later, limit: 2)
+            #expect(first.removed == 2 && first.more)
+            let second = try store.sweepTombstones(savedBefore: later, limit: 2)
+            #expect(second.removed == 1 && !second.more)
+            let floor = try store.historyFloor()
+            #expect(floor == second.floor && floor >= gone.max()!)
+            // Live records stay; the feed no longer holds the tombstones.
+            let feed = try store.changes(user: "u", after: 0, limit: unlimited).records.map(\.path)
+            #expect(feed == ["A/2"])
+            #expect(try store.changes(user: "v", after: 0, limit: unlimited).records.isEmpty)
+            #expect(try store.sweepTombstones(savedBefore: later, limit: 2) == TombstoneSweep(removed: 0, floor: floor, more: false))
+            // A path whose tombstone went is new again: based on nothing.
+            #expect(try store.modify(user: "u", items: checked([fileRecord("A/1", "back")])).compactMap(savedTag).count == 1)
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func aFeedNarrowedToAPrefixHoldsOnlyItAndResumesAfterItsOwnLastRecord(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            _ = try store.modify(user: "u", items: checked([fileRecord("S/a/1", "1"), fileRecord("S/b", "2"), fileRecord("S/ab", "3"),
+                                                            fileRecord("S/a", "4"), fileRecord("T/a/5", "5")]))
+            _ = try store.modify(user: "v", items: checked([fileRecord("S/a/6", "6")]))
+            let page = try store.changes(user: "u", after: 0, limit: unlimited, within: "S/a")
+            #expect(page.records.map(\.path) == ["S/a/1", "S/a"])
+            #expect(page.lastTag == page.records.last?.changeTag && !page.more)
+            let none = try store.changes(user: "u", after: page.lastTag, limit: unlimited, within: "S/a")
+            #expect(none.records.isEmpty && none.lastTag == page.lastTag)
+            let one = try store.changes(user: "u", after: 0, limit: PageLimit(records: 1, dataBytes: 1 << 20), within: "S/a")
+            #expect(one.records.map(\.path) == ["S/a/1"] && one.more)
+            #expect(try store.changes(user: "u", after: 0, limit: unlimited, within: nil).records.count == 5)
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func whetherARecordWithinAPrefixNamesAnAsset(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let bytes = Array("asset".utf8)
+            let sha = Digest.sha256Hex(bytes)
+            let record = Record(path: "S/a/big", asset: Asset(id: "abc", size: 5, sha256: sha), size: 5, sha256: sha, device: "d")
+            let saved = try store.modify(user: "u", items: checked([record]))
+            #expect(try store.namesAsset(user: "u", assetID: "abc", within: "S/a"))
+            #expect(try store.namesAsset(user: "u", assetID: "abc", within: "S"))
+            #expect(try !store.namesAsset(user: "u", assetID: "abc", within: "S/b"))
+            #expect(try !store.namesAsset(user: "v", assetID: "abc", within: "S"))
+            #expect(try !store.namesAsset(user: "u", assetID: "other", within: "S"))
+            // A tombstone names nothing.
+            _ = try store.modify(user: "u", items: checked([tombstone("S/a/big", baseTag: savedTag(saved[0])!)]))
+            #expect(try !store.namesAsset(user: "u", assetID: "abc", within: "S"))
         }
     }
 

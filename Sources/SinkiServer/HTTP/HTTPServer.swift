@@ -28,6 +28,12 @@ final class RequestContext {
     let wakeSlot = WaiterHub.WakeSlot()
     /// Counted in the server's set of parked requests until it completes.
     var countedAsParked = false
+    /// The request's token (nil without accounts).
+    var tokenID: String?
+    /// Its entry among the streaming requests `Revocations` may cut.
+    var streamRegistration: UInt64?
+    /// Counted among its token's long-polls until it completes.
+    var countedAsLongPoll = false
 }
 
 /// How the server answers HTTP: libmicrohttpd with its own thread pool (epoll), the router, the
@@ -39,6 +45,11 @@ final class RequestContext {
 final class HTTPServer: Sendable {
     private let router: Router
     private let authenticator: Authenticator
+    private let revocations: Revocations
+    private let limiter: RateLimiter
+    private let maxLongPollsPerToken: Int
+    /// Long-polls open per token (parked, or being answered).
+    private let longPolls = Mutex<[String: Int]>([:])
     /// Paths below which `X-HTTP-Method-Override` replaces the request's method (tus asks for it).
     private let methodOverridePrefixes: [String]
     let hub: WaiterHub
@@ -57,8 +68,12 @@ final class HTTPServer: Sendable {
         let logTarget: UnsafeMutablePointer<sinki_mhd_logger>
     }
 
-    init(router: Router, authenticator: Authenticator, hub: WaiterHub, logger: Logger, methodOverridePrefixes: [String] = []) {
+    init(router: Router, authenticator: Authenticator, hub: WaiterHub, logger: Logger, methodOverridePrefixes: [String] = [],
+         revocations: Revocations? = nil, limits: ServerLimits = ServerLimits()) {
         self.router = router
+        self.revocations = revocations ?? Revocations(hub: hub)
+        limiter = RateLimiter(rate: limits.requestsPerSecond, burst: limits.requestBurst)
+        maxLongPollsPerToken = limits.maxLongPollsPerToken
         self.methodOverridePrefixes = methodOverridePrefixes
         self.authenticator = authenticator
         self.hub = hub
@@ -88,7 +103,7 @@ final class HTTPServer: Sendable {
             let flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
                 | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue
             let daemon = sinki_mhd_start(
-                flags, socket, UInt32(max(1, threads)), UInt32(max(0, connectionTimeout)), 512 * 1024,
+                flags, socket, UInt32(max(1, threads)), UInt32(max(0, connectionTimeout)), Self.connectionMemory,
                 { cls, connection, url, method, _, upload, uploadSize, context in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
                     return server.handle(Connection(raw: connection!), url: url, method: method, upload: upload,
@@ -160,6 +175,15 @@ final class HTTPServer: Sendable {
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
         liveRequests.subtract(1, ordering: .relaxed)
         if context.countedAsParked { parkedRequests.leave() }
+        if let token = context.tokenID {
+            if let registration = context.streamRegistration { revocations.unregister(token: token, id: registration) }
+            if context.countedAsLongPoll {
+                longPolls.withLock { counts in
+                    counts[token, default: 1] -= 1
+                    if counts[token] == 0 { counts.removeValue(forKey: token) }
+                }
+            }
+        }
         if case let .stream(sink) = context.policy { sink.abandon() }
         if termination != .REQUEST_TERMINATED_COMPLETED_OK, logger.isEnabled(.debug) {
             logger.debug("\(context.method) \(context.path) ended early (\(Self.describe(termination))) request \(context.requestID)")
@@ -184,8 +208,13 @@ final class HTTPServer: Sendable {
         context.requestID = Self.requestID(from: connection.header("X-Request-Id"))
         let authorization = connection.header("Authorization")
         guard let identity = authenticator.identify(authorization: authorization) else {
-            let detail = authorization == nil ? "send Authorization: Bearer TOKEN" : "the bearer token is not one this server knows"
-            return refuse(context, connection, Problem(.unauthorized, detail: detail))
+            return refuse(context, connection, Problem(.unauthorized, detail: Authenticator.refusal))
+        }
+        context.tokenID = identity.tokenID
+        if let token = identity.tokenID, let wait = limiter.take(token) {
+            return refuse(context, connection, RouteError(
+                Problem(.rateLimited, detail: "token \(token) sent more than its \(limiter.description); retry in \(wait) s"),
+                headers: [("Retry-After", String(wait))]))
         }
         if let override = connection.header("X-HTTP-Method-Override"), !override.isEmpty,
            methodOverridePrefixes.contains(where: { context.path.hasPrefix($0) }) {
@@ -211,6 +240,12 @@ final class HTTPServer: Sendable {
             context.policy = try route.begin(request)
         } catch {
             return refuse(context, connection, error)
+        }
+        if case .stream = context.policy, let token = identity.tokenID {
+            guard let registration = revocations.register(token: token, socket: sinki_mhd_connection_fd(connection.raw)) else {
+                return refuse(context, connection, Problem(.unauthorized, detail: Authenticator.refusal))
+            }
+            context.streamRegistration = registration
         }
         if case let .buffer(limit) = context.policy, let length = request.contentLength {
             guard length <= limit else {
@@ -249,6 +284,11 @@ final class HTTPServer: Sendable {
                 context.body.append(contentsOf: chunk)
             }
         case let .stream(sink):
+            // Between chunks: a token revoked mid-body writes no more (the watcher also shuts the socket).
+            if let token = context.tokenID, revocations.isRevoked(token) {
+                context.refusal = Problem(.unauthorized, detail: Authenticator.refusal)
+                return
+            }
             do { try sink.write(chunk) } catch { context.refusal = error }
         }
     }
@@ -272,7 +312,22 @@ final class HTTPServer: Sendable {
         do {
             switch try route.respond(to: request) {
             case let .response(response): return answer(context, connection, response)
-            case let .longPoll(longPoll): return drive(longPoll, context, connection, woken: nil)
+            case let .longPoll(longPoll):
+                if let token = longPoll.token {
+                    let most = maxLongPollsPerToken
+                    let admitted = longPolls.withLock { counts -> Bool in
+                        guard counts[token, default: 0] < most else { return false }
+                        counts[token, default: 0] += 1
+                        return true
+                    }
+                    guard admitted else {
+                        return answer(context, connection, error: RouteError(
+                            Problem(.rateLimited, detail: "token \(token) has \(most) long-polls open already, the most it may; retry later"),
+                            headers: [("Retry-After", "1")]))
+                    }
+                    context.countedAsLongPoll = true
+                }
+                return drive(longPoll, context, connection, woken: nil)
             }
         } catch {
             return answer(context, connection, error: error)
@@ -283,6 +338,7 @@ final class HTTPServer: Sendable {
     private func drive(_ longPoll: LongPoll, _ context: RequestContext, _ connection: Connection, woken: WaiterHub.WakeReason?) -> MHD_Result {
         do {
             if woken == .hangup { return answer(context, connection, try longPoll.expire()) }
+            if woken == .revoked { return answer(context, connection, error: Problem(.unauthorized, detail: Authenticator.refusal)) }
             while true {
                 let generation = hub.generation(of: longPoll.user)
                 if let response = try longPoll.poll() { return answer(context, connection, response) }
@@ -295,7 +351,7 @@ final class HTTPServer: Sendable {
                     context.countedAsParked = true
                     parkedRequests.enter()
                 }
-                let result = hub.park(user: longPoll.user, seen: generation, deadline: longPoll.deadline,
+                let result = hub.park(user: longPoll.user, token: longPoll.token, seen: generation, deadline: longPoll.deadline,
                                       socket: sinki_mhd_connection_fd(connection.raw), slot: context.wakeSlot,
                                       suspend: connection.suspend, resume: connection.resume)
                 switch result {
@@ -306,6 +362,8 @@ final class HTTPServer: Sendable {
                     continue
                 case .stopping:
                     return answer(context, connection, try longPoll.expire())
+                case .revoked:
+                    return answer(context, connection, error: Problem(.unauthorized, detail: Authenticator.refusal))
                 }
             }
         } catch {
@@ -340,6 +398,12 @@ final class HTTPServer: Sendable {
         if problem.status == 401 { response.headers.append(("WWW-Authenticate", "Bearer realm=\"sinki\"")) }
         return answer(context, connection, response)
     }
+
+    /// Each connection's memory pool (`MHD_OPTION_CONNECTION_MEMORY_LIMIT`): request line, headers and
+    /// the read buffer bodies stream through. libmicrohttpd 0.9.75 zeroes the whole pool after every
+    /// request on a keep-alive connection, so its size is paid per request: at 512 KiB that `memset`
+    /// was a fifth of the server's CPU under the load benchmark, and 200 idle connections held 100 MiB.
+    static let connectionMemory = 128 * 1024
 
     /// Bodies up to this size are copied into libmicrohttpd; larger ones are lent to it in place.
     private static let copyLimit = 16 * 1024

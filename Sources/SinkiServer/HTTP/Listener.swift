@@ -7,6 +7,8 @@ import SinkiSupport
 struct Listener {
     let socket: Int32
     let port: Int
+    /// Bound to a loopback address (127.0.0.0/8 or ::1): only this machine can connect.
+    let isLoopback: Bool
 
     /// Splits `HOST:PORT` or `[IPV6]:PORT`; an empty host means every IPv4 address.
     static func split(_ address: String) throws(ServerError) -> (host: String, port: UInt16) {
@@ -63,12 +65,18 @@ struct Listener {
         }
         guard named == 0 else { throw fail("getsockname", fd) }
         let family = Int32(storage.ss_family)
-        let bound: UInt16 = withUnsafePointer(to: &storage) { pointer in
+        let (bound, loopback): (UInt16, Bool) = withUnsafePointer(to: &storage) { pointer in
             if family == AF_INET6 {
-                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { address in
+                    // ::1 is fifteen zero bytes and a one.
+                    let bytes = withUnsafeBytes(of: address.pointee.sin6_addr) { Array($0) }
+                    return (UInt16(bigEndian: address.pointee.sin6_port), bytes == [UInt8](repeating: 0, count: 15) + [1])
+                }
             }
-            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
+                (UInt16(bigEndian: address.pointee.sin_port), UInt32(bigEndian: address.pointee.sin_addr.s_addr) >> 24 == 127)
+            }
         }
-        return Listener(socket: fd, port: Int(bound))
+        return Listener(socket: fd, port: Int(bound), isLoopback: loopback)
     }
 }

@@ -1,14 +1,23 @@
 import CMicroHTTPD
 import SinkiRecord
 
-/// Who a request speaks for: the user whose records it reaches, and the device the token was given to.
+/// Who a request speaks for: the user whose records it reaches, the device the token was given to,
+/// and what the token may do.
 public struct ServerIdentity: Sendable, Equatable, Hashable {
     public var user: String
     public var device: String
+    /// The token's id (nil when the server runs without tokens).
+    public var tokenID: String?
+    /// The first token of its chain of refreshes (the upload count is the chain's).
+    public var chainID: String?
+    public var scope: TokenScope
 
-    public init(user: String, device: String) {
+    public init(user: String, device: String, tokenID: String? = nil, chainID: String? = nil, scope: TokenScope = .full) {
         self.user = user
         self.device = device
+        self.tokenID = tokenID
+        self.chainID = chainID
+        self.scope = scope
     }
 
     /// Everyone, when the server runs without tokens.
@@ -143,6 +152,8 @@ enum BodyPolicy {
 /// thread) until a commit for `user`, the deadline, or the server stopping.
 struct LongPoll {
     let user: String
+    /// The token it waits under: revoking it answers the poll `401` at once.
+    let token: String?
     /// Monotonic nanoseconds (`Clock.monotonic()`).
     let deadline: Int64
     /// The answer once there is something to say; nil keeps waiting.

@@ -29,6 +29,8 @@ final class WaiterHub: Sendable {
         case hangup
         /// The server is stopping.
         case shutdown
+        /// The token it waits under was revoked: it answers 401.
+        case revoked
 
         fileprivate var code: UInt8 {
             switch self {
@@ -36,11 +38,12 @@ final class WaiterHub: Sendable {
             case .timeout: return 1
             case .hangup: return 2
             case .shutdown: return 3
+            case .revoked: return 4
             }
         }
 
         fileprivate init(code: UInt8) {
-            self = [.changed, .timeout, .hangup, .shutdown][Int(min(code, 3))]
+            self = [.changed, .timeout, .hangup, .shutdown, .revoked][Int(min(code, 4))]
         }
     }
 
@@ -65,10 +68,13 @@ final class WaiterHub: Sendable {
         case changed
         /// The server is stopping: answer now.
         case stopping
+        /// The token was revoked: answer 401.
+        case revoked
     }
 
     private struct Waiter {
         let user: String
+        let token: String?
         let deadline: Int64
         let socket: Int32
         let slot: WakeSlot
@@ -79,6 +85,9 @@ final class WaiterHub: Sendable {
         var generations: [String: UInt64] = [:]
         var waiters: [UInt64: Waiter] = [:]
         var byUser: [String: Set<UInt64>] = [:]
+        var byToken: [String: Set<UInt64>] = [:]
+        /// Tokens revoked while the server runs: a poll of one never parks.
+        var revoked: Set<String> = []
         var deadlines = DeadlineHeap()
         var nextID: UInt64 = 1
         var stopping = false
@@ -119,16 +128,18 @@ final class WaiterHub: Sendable {
     /// Parks a request unless the user's generation moved past `seen` or the hub is stopping. `suspend`
     /// runs inside the hub's lock, so that nothing can resume the connection before it is suspended;
     /// `resume` is called once, later, from any thread, after the reason is left in `slot`.
-    func park(user: String, seen: UInt64, deadline: Int64, socket: Int32, slot: WakeSlot,
+    func park(user: String, token: String? = nil, seen: UInt64, deadline: Int64, socket: Int32, slot: WakeSlot,
               suspend: () -> Void, resume: @escaping @Sendable () -> Void) -> ParkResult {
         state.withLock { state in
             if state.stopping { return .stopping }
+            if let token, state.revoked.contains(token) { return .revoked }
             if state.generations[user, default: 0] != seen { return .changed }
             let id = state.nextID
             state.nextID += 1
             suspend()
-            state.waiters[id] = Waiter(user: user, deadline: deadline, socket: socket, slot: slot, resume: resume)
+            state.waiters[id] = Waiter(user: user, token: token, deadline: deadline, socket: socket, slot: slot, resume: resume)
             state.byUser[user, default: []].insert(id)
+            if let token { state.byToken[token, default: []].insert(id) }
             let earliest = state.deadlines.minimum?.deadline
             state.deadlines.push(deadline: deadline, id: id)
             if state.deadlines.count > 1024, state.deadlines.count > 4 * state.waiters.count {
@@ -152,6 +163,21 @@ final class WaiterHub: Sendable {
             state.generations[user, default: 0] &+= 1
             guard let ids = state.byUser.removeValue(forKey: user) else { return }
             for id in ids { wake(&state, id, .changed) }
+        }
+    }
+
+    /// Users with a parked request right now (the cross-server fallback asks the store for them).
+    var waitingUsers: [String] { state.withLock { Array($0.byUser.keys) } }
+
+    /// The tokens were revoked: resume their parked requests (which answer 401) and park none of theirs
+    /// again. Other tokens of the same users wait on.
+    func revoke(tokens: [String]) {
+        state.withLock { state in
+            state.revoked.formUnion(tokens)
+            for token in tokens {
+                guard let ids = state.byToken.removeValue(forKey: token) else { continue }
+                for id in ids { wake(&state, id, .revoked) }
+            }
         }
     }
 
@@ -180,6 +206,10 @@ final class WaiterHub: Sendable {
         if var ids = state.byUser.removeValue(forKey: waiter.user) {
             ids.remove(id)
             if !ids.isEmpty { state.byUser[waiter.user] = ids }
+        }
+        if let token = waiter.token, var ids = state.byToken.removeValue(forKey: token) {
+            ids.remove(id)
+            if !ids.isEmpty { state.byToken[token] = ids }
         }
         if waiter.socket >= 0 { _ = epoll_ctl(epoll, EPOLL_CTL_DEL, waiter.socket, nil) }
         waiter.slot.set(reason)

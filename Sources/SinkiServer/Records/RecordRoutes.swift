@@ -9,6 +9,7 @@ struct ModifyRoute: Route {
     let uploads: UploadStore
 
     func begin(_ request: Request) throws -> BodyPolicy {
+        try request.requireWritable()
         let type = request.header("Content-Type")
         let mediaType = type.map { $0.split(separator: ";", maxSplits: 1).first.map(String.init) ?? "" }?
             .trimmingSpaces.lowercased()
@@ -30,8 +31,15 @@ struct ModifyRoute: Route {
             throw Problem(.tooLarge, detail: "a batch holds at most \(limits.maxBatchRecords) records; this one has \(batch.records.count)")
         }
         let user = request.identity.user
+        let scope = request.identity.scope
         let uploads = self.uploads
-        let validator = ModifyValidator(maxInlineBytes: limits.maxInlineBytes, assetFacts: { uploads.assetFacts($0, user: user) })
+        let store = self.store
+        let validator = ModifyValidator(maxInlineBytes: limits.maxInlineBytes, assetFacts: { id in
+            // A narrowed token may name an asset made within its prefix or already named there: never
+            // copy in content it could not read.
+            uploads.assetFacts(id, user: user, prefix: scope.prefix,
+                               namedWithin: { (try? store.namesAsset(user: user, assetID: id, within: $0)) ?? false })
+        })
         var results = [ModifyResult?](repeating: nil, count: batch.records.count)
         var checked: [CheckedRecord] = []
         var positions: [Int] = []
@@ -39,6 +47,10 @@ struct ModifyRoute: Route {
         positions.reserveCapacity(batch.records.count)
         for (index, record) in batch.records.enumerated() {
             switch validator.check(record) {
+            case .success where scope.refusal(forPath: record.path, movedFrom: record.movedFrom) != nil:
+                var problem = scope.refusal(forPath: record.path, movedFrom: record.movedFrom)!
+                problem.requestId = request.requestID
+                results[index] = ModifyResult(path: record.path, status: .refused, problem: problem)
             case let .success(item):
                 checked.append(item)
                 positions.append(index)
@@ -85,6 +97,9 @@ struct ChangesRoute: Route {
         let limit = PageLimit(records: count, dataBytes: limits.maxPageDataBytes)
         let user = request.identity.user
         let store = self.store
+        // A token narrowed to a prefix reads a feed of that prefix only: the store filters, so the token
+        // moves past nothing it did not send.
+        let prefix = request.scopePrefix
         // A writer already has the content of its own records: the feed it reads leaves it out.
         let omitDataFrom = try request.query("omitDataFrom").flatMap { $0.isEmpty ? nil : $0 }
         func page(_ batch: ChangeBatch) -> Response {
@@ -96,11 +111,11 @@ struct ChangesRoute: Route {
             return .json(RecordPage(records: records, token: token.text, more: batch.more).jsonBytes)
         }
         let empty = page(ChangeBatch(records: [], lastTag: since.tag, more: false))
-        guard wait > 0 else { return .response(page(try store.changes(user: user, after: since.tag, limit: limit))) }
+        guard wait > 0 else { return .response(page(try store.changes(user: user, after: since.tag, limit: limit, within: prefix))) }
         return .longPoll(LongPoll(
-            user: user, deadline: Clock.monotonic() + Int64(wait) * 1_000_000_000,
+            user: user, token: request.identity.tokenID, deadline: Clock.monotonic() + Int64(wait) * 1_000_000_000,
             poll: {
-                let batch = try store.changes(user: user, after: since.tag, limit: limit)
+                let batch = try store.changes(user: user, after: since.tag, limit: limit, within: prefix)
                 return batch.records.isEmpty ? nil : page(batch)
             },
             expire: { empty }))
@@ -125,10 +140,22 @@ struct LookupRoute: Route {
         case "1", "true": includeData = true
         case let other?: throw Problem(.badRequest, detail: "data must be 0 or 1, not \(quoted(other))")
         }
-        let listing = try store.records(user: request.identity.user, prefix: prefix, after: after,
+        // The feed position before the listing is read: a reader that lists everything and then follows
+        // the feed from here misses nothing (a change made meanwhile comes through the feed as well).
+        let user = request.identity.user
+        let head = ChangeToken(storeID: store.storeID, tag: try store.headTag(user: user))
+        let floor = try store.historyFloor()
+        // A prefix outside the token's answers like one that holds nothing; a wider one is narrowed.
+        let listing: RecordListing
+        switch ScopedPrefix.narrow(asked: prefix, scope: request.scopePrefix) {
+        case .disjoint:
+            listing = RecordListing(records: [], more: false)
+        case let .within(narrowed):
+            listing = try store.records(user: user, prefix: narrowed, after: after,
                                         limit: PageLimit(records: count, dataBytes: limits.maxPageDataBytes),
                                         includeData: includeData)
-        return .response(.json(RecordPage(records: listing.records, token: "", more: listing.more).jsonBytes))
+        }
+        return .response(.json(RecordPage(records: listing.records, token: head.text, more: listing.more, floor: floor).jsonBytes))
     }
 
     /// A prefix follows the path rules, except that a root name alone (`SaveGames`) is fine.

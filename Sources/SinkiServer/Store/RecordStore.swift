@@ -1,4 +1,5 @@
 import SinkiRecord
+import SinkiSupport
 
 /// A record that passed the protocol's checks (path rules, content matching `size` and `sha256`) and
 /// may be handed to a store. Only the server's validation builds one, so a store never sees a bad path.
@@ -81,19 +82,59 @@ public protocol RecordStore: Sendable {
     /// The user's records whose changeTag is above `tag`, oldest first, tombstones included.
     func changes(user: String, after tag: Int64, limit: PageLimit) throws -> ChangeBatch
 
+    /// The user's change feed narrowed to records at `prefix` or below it (a token's scope; nil: all of
+    /// them). `lastTag` is the last such record's, so a narrowed feed resumes exactly like a whole one.
+    func changes(user: String, after tag: Int64, limit: PageLimit, within prefix: String?) throws -> ChangeBatch
+
+    /// Whether a live (not deleted) record of the user at `prefix` or below names the asset `assetID`:
+    /// a token narrowed to the prefix may then read that asset, whoever uploaded it.
+    func namesAsset(user: String, assetID: String, within prefix: String) throws -> Bool
+
     /// The user's records at `prefix` or below it (`prefix/...`), or all of them when `prefix` is nil,
     /// ordered by path (bytewise), starting after the path `after`.
     func records(user: String, prefix: String?, after: String?, limit: PageLimit, includeData: Bool) throws -> RecordListing
+
+    /// The highest changeTag among the user's records (0: none): a change token at it has seen them all.
+    func headTag(user: String) throws -> Int64
 
     /// The lowest changeTag a change token may carry: tokens below it may have missed a tombstone that
     /// retention removed, so their holders must start over (`410 token-expired`). 0 while every tombstone
     /// is kept.
     func historyFloor() throws -> Int64
 
-    // Retention hook: a later `sweepTombstones(savedBefore:)` deletes tombstones older than the
-    // retention period and raises `historyFloor()` past the highest changeTag it removed. Tombstones
-    // carry their save time (`saved_at` in SQLite) for that.
+    /// Removes up to `limit` tombstones saved before `cutoff` (nanoseconds since the epoch), every
+    /// user's, oldest first, and raises `historyFloor()` to the highest changeTag removed, in one
+    /// transaction (docs/server.md, "Tombstone retention").
+    func sweepTombstones(savedBefore cutoff: Int64, limit: Int) throws -> TombstoneSweep
+
+    /// Every asset id a record names (tombstones name none): the blobs that must stay.
+    func assetIDs() throws -> Set<String>
 
     /// Releases the store; no other call may follow.
     func close()
+}
+
+/// What one pass of `sweepTombstones` did.
+public struct TombstoneSweep: Sendable, Equatable {
+    public var removed: Int
+    /// The history floor after the pass.
+    public var floor: Int64
+    /// Whether more tombstones were due than the pass removed.
+    public var more: Bool
+    public init(removed: Int, floor: Int64, more: Bool) {
+        self.removed = removed
+        self.floor = floor
+        self.more = more
+    }
+}
+
+/// Everything the server keeps in its database: records and accounts (one store, one transaction log).
+public protocol ServerStore: RecordStore, AccountStore {
+    /// How other servers on the same store announce their commits; nil when no other server can share it
+    /// (SQLite: one server per database).
+    func changeSignal(logger: Logger) -> (any ChangeSignal)?
+}
+
+extension ServerStore {
+    public func changeSignal(logger: Logger) -> (any ChangeSignal)? { nil }
 }

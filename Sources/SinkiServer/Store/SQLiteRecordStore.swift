@@ -32,15 +32,16 @@ public struct StoreClosedError: Error, Sendable, CustomStringConvertible {
 /// the WAL back into the database (a checkpoint, with an fsync) happens on a connection and a queue of
 /// its own, so that a commit does not pay for it: in SQLite's default it runs inside every commit that
 /// crosses 1,000 pages, which for a 1,000-record batch of 4 KiB files is nearly every one.
-public final class SQLiteRecordStore: RecordStore {
+public final class SQLiteRecordStore: ServerStore {
     public let storeID: String
     public let path: String
-    private let writer: DatabaseSlot
+    let writer: DatabaseSlot
     private let readers: [DatabaseSlot]
     private let nextReader = Atomic<Int>(0)
     private let checkpointer: Checkpointer
 
-    static let schemaVersion = 1
+    /// 1: records; 2: users and device tokens (`SQLiteRecordStore+Accounts.swift`).
+    static let schemaVersion = 2
 
     /// Opens (creating if needed) the database at `path`; `readers` read connections serve feeds and
     /// look-ups alongside the writer.
@@ -89,8 +90,10 @@ public final class SQLiteRecordStore: RecordStore {
                     """)
                 try db.run("INSERT INTO meta(key, value) VALUES ('store_id', ?), ('last_tag', 0), ('history_floor', 0)",
                            RandomID.hex(bytes: 8))
-                try db.setUserVersion(schemaVersion)
             }
+            if version < 2 { try db.execute(accountsSchema) }
+            try db.execute(retentionIndex)
+            if version < schemaVersion { try db.setUserVersion(schemaVersion) }
             var id: String?
             try db.query("SELECT value FROM meta WHERE key = 'store_id'") { id = $0.text(0) }
             guard let id, !id.isEmpty else {
@@ -238,6 +241,30 @@ public final class SQLiteRecordStore: RecordStore {
         }
     }
 
+    public func changes(user: String, after tag: Int64, limit: PageLimit, within prefix: String?) throws -> ChangeBatch {
+        guard let prefix else { return try changes(user: user, after: tag, limit: limit) }
+        return try reader().use { db in
+            // The same bytewise range as a look-up (see `records`), on the feed's order.
+            let (records, more) = try Self.page(
+                db, """
+                    SELECT \(Self.columns), data FROM records
+                    WHERE user = ?1 AND change_tag > ?2 AND path >= ?3 AND path < ?4 AND (path = ?3 OR path >= ?5)
+                    ORDER BY change_tag LIMIT ?6
+                    """,
+                [user, tag, prefix, prefix + "0", prefix + "/", limit.records + 1], limit: limit, hasData: true)
+            return ChangeBatch(records: records, lastTag: records.last?.changeTag ?? tag, more: more)
+        }
+    }
+
+    public func namesAsset(user: String, assetID: String, within prefix: String) throws -> Bool {
+        try reader().use { db in
+            try db.scalar("""
+                SELECT 1 FROM records WHERE user = ?1 AND asset_id = ?2 AND deleted = 0
+                AND path >= ?3 AND path < ?4 AND (path = ?3 OR path >= ?5) LIMIT 1
+                """, user, assetID, prefix, prefix + "0", prefix + "/") != nil
+        }
+    }
+
     public func records(user: String, prefix: String?, after: String?, limit: PageLimit, includeData: Bool) throws -> RecordListing {
         let columns = includeData ? Self.columns + ", data" : Self.columns
         return try reader().use { db in
@@ -261,6 +288,10 @@ public final class SQLiteRecordStore: RecordStore {
         }
     }
 
+    public func headTag(user: String) throws -> Int64 {
+        try reader().use { db in try db.scalar("SELECT max(change_tag) FROM records WHERE user = ?", user) ?? 0 }
+    }
+
     public func historyFloor() throws -> Int64 {
         try reader().use { db in try db.scalar("SELECT value FROM meta WHERE key = 'history_floor'") ?? 0 }
     }
@@ -272,7 +303,7 @@ public final class SQLiteRecordStore: RecordStore {
     }
 
     /// A read connection: round robin, so that each of the server's threads usually finds its own free.
-    private func reader() -> DatabaseSlot {
+    func reader() -> DatabaseSlot {
         let index = UInt(bitPattern: nextReader.wrappingAdd(1, ordering: .relaxed).oldValue)
         return readers[Int(index % UInt(readers.count))]
     }
@@ -312,7 +343,7 @@ public final class SQLiteRecordStore: RecordStore {
         }
     }
 
-    private final class DatabaseSlot: Sendable {
+    final class DatabaseSlot: Sendable {
         private let database: Mutex<SQLiteDatabase?>
         private let path: String
 

@@ -6,10 +6,15 @@ import SinkiSupport
 /// `Range` for resumed downloads (206, or 416 outside the asset).
 struct AssetRoute: Route {
     let store: UploadStore
+    /// For a token narrowed to a prefix: whether a record within it names the asset.
+    let records: any RecordStore
 
     func respond(to request: Request) throws -> Reply {
         let id = request.pathParameter
-        guard let facts = store.assetFacts(id, user: request.identity.user) else {
+        let user = request.identity.user
+        let records = self.records
+        guard let facts = store.assetFacts(id, user: user, prefix: request.scopePrefix,
+                                           namedWithin: { (try? records.namesAsset(user: user, assetID: id, within: $0)) ?? false }) else {
             throw Problem(.notFound, detail: "no asset \(quoted(id))")
         }
         let size = facts.size

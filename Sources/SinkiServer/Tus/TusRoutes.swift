@@ -1,10 +1,11 @@
+import CMicroHTTPDShim
 import SinkiRecord
 import SinkiSupport
 
 /// The tus 1.0.0 endpoint at `/v1/uploads/` (docs/protocol.md, "Uploads"): each route checks the
 /// request against the protocol and hands it to the `UploadStore`, which stores.
 enum TusEndpoint {
-    static let path = "/v1/uploads/"
+    static let path = Routes.uploads
     static let extensions = ["creation", "creation-with-upload", "creation-defer-length", "termination", "checksum",
                              "expiration", "concatenation"]
     /// SHA-1 (which the protocol requires), SHA-256, and CRC-32, which sinki's own client prefers: a chunk
@@ -14,7 +15,8 @@ enum TusEndpoint {
     /// Every tus answer carries the protocol version, errors included.
     static let headers = [("Tus-Resumable", Tus.version)]
 
-    static func location(_ id: String) -> String { path + id }
+    /// Where the upload `id` lives: absolute when the request says where the server is reached.
+    static func location(_ id: String, origin: String? = nil) -> String { (origin ?? "") + path + id }
 
     /// `Tus-Resumable` must name the version this server speaks (412 with `Tus-Version` otherwise).
     static func checkVersion(_ request: Request) throws(RouteError) {
@@ -28,7 +30,12 @@ enum TusEndpoint {
 
     /// A non-negative integer header; nil when absent.
     static func integer(_ request: Request, _ name: String) throws(Problem) -> Int64? {
-        guard let text = request.header(name) else { return nil }
+        try integer(request.header(name), name)
+    }
+
+    /// The header text behind `integer(_:_:)`, apart from the request (the fuzz target calls it).
+    static func integer(_ header: String?, _ name: String) throws(Problem) -> Int64? {
+        guard let text = header else { return nil }
         guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let value = Int64(text) else {
             throw Problem(.badRequest, detail: "\(name) must be a non-negative integer, not \(quoted(text))")
         }
@@ -36,7 +43,11 @@ enum TusEndpoint {
     }
 
     static func metadata(_ request: Request) throws(Problem) -> TusMetadata {
-        guard let header = request.header("Upload-Metadata") else { return TusMetadata() }
+        try metadata(request.header("Upload-Metadata"))
+    }
+
+    static func metadata(_ header: String?) throws(Problem) -> TusMetadata {
+        guard let header else { return TusMetadata() }
         do { return try TusMetadata.parse(header) } catch {
             throw Problem(.badRequest, detail: "Upload-Metadata: \(error.description)")
         }
@@ -44,7 +55,11 @@ enum TusEndpoint {
 
     /// `Upload-Checksum`, when sent: an algorithm this server offers and a digest of its size.
     static func checksum(_ request: Request) throws(Problem) -> (Digest.Algorithm, [UInt8])? {
-        guard let header = request.header("Upload-Checksum") else { return nil }
+        try checksum(request.header("Upload-Checksum"))
+    }
+
+    static func checksum(_ header: String?) throws(Problem) -> (Digest.Algorithm, [UInt8])? {
+        guard let header else { return nil }
         guard let parsed = TusChecksum.parse(header) else {
             throw Problem(.badRequest, detail: "Upload-Checksum must be \"ALGORITHM BASE64DIGEST\", not \(quoted(header))")
         }
@@ -59,10 +74,27 @@ enum TusEndpoint {
 
     /// A chunk's body must be `application/offset+octet-stream` (415 otherwise).
     static func checkChunkType(_ request: Request) throws(Problem) {
-        let type = request.header("Content-Type")
+        try checkChunkType(request.header("Content-Type"))
+    }
+
+    static func checkChunkType(_ type: String?) throws(Problem) {
         let media = type.map { ($0.split(separator: ";").first.map(String.init) ?? "").trimmingSpaces.lowercased() }
         guard media == Tus.chunkType else {
             throw Problem(.unsupportedMediaType, detail: "a chunk is sent as \(Tus.chunkType), not \(type.map(quoted) ?? "without Content-Type")")
+        }
+    }
+
+    /// The upload ids an `Upload-Concat: final;URL URL…` header names (absolute URLs or `/v1/uploads/ID`).
+    static func finalParts(_ header: String) throws(Problem) -> [String] {
+        let urls = header.dropFirst("final;".count).split(separator: " ")
+        guard !urls.isEmpty else { throw Problem(.badRequest, detail: "Upload-Concat: final; names no partial upload") }
+        return try urls.map { url throws(Problem) in
+            guard let range = url.range(of: TusEndpoint.path) else {
+                throw Problem(.badRequest, detail: "\(quoted(String(url))) is not an upload of this server")
+            }
+            let id = String(url[range.upperBound...])
+            guard !id.isEmpty, !id.contains("/") else { throw Problem(.badRequest, detail: "\(quoted(String(url))) is not an upload URL") }
+            return id
         }
     }
 
@@ -100,6 +132,10 @@ struct TusOptionsRoute: Route {
 /// (`Upload-Concat: partial` or `final;URL URL…`).
 struct TusCreateRoute: Route {
     let store: UploadStore
+    /// Whether `X-Forwarded-*` say where clients reach the server (`--behind-proxy`).
+    var behindProxy = false
+    /// Where a token's chain counts its uploads (`maxUploads`); nil without accounts.
+    var accounts: (any AccountStore)? = nil
     var commonHeaders: [(String, String)] { TusEndpoint.headers }
 
     private enum Plan {
@@ -109,6 +145,7 @@ struct TusCreateRoute: Route {
 
     private func plan(_ request: Request) throws -> Plan {
         try TusEndpoint.checkVersion(request)
+        try request.requireWritable()
         let length = try TusEndpoint.integer(request, "Upload-Length")
         let deferred = request.header("Upload-Defer-Length")
         var concat = UploadInfo.Concat.none
@@ -120,16 +157,7 @@ struct TusCreateRoute: Route {
                     throw Problem(.badRequest, detail: "a final upload takes no Upload-Length or Upload-Defer-Length: its parts say")
                 }
                 guard !TusEndpoint.hasBody(request) else { throw Problem(.badRequest, detail: "a final upload takes no body") }
-                let urls = header.dropFirst("final;".count).split(separator: " ")
-                guard !urls.isEmpty else { throw Problem(.badRequest, detail: "Upload-Concat: final; names no partial upload") }
-                return .final(parts: try urls.map { url throws(Problem) in
-                    guard let range = url.range(of: TusEndpoint.path) else {
-                        throw Problem(.badRequest, detail: "\(quoted(String(url))) is not an upload of this server")
-                    }
-                    let id = String(url[range.upperBound...])
-                    guard !id.isEmpty, !id.contains("/") else { throw Problem(.badRequest, detail: "\(quoted(String(url))) is not an upload URL") }
-                    return id
-                })
+                return .final(parts: try TusEndpoint.finalParts(header))
             } else {
                 throw Problem(.badRequest, detail: "Upload-Concat must be \"partial\" or \"final;URL…\", not \(quoted(header))")
             }
@@ -146,13 +174,28 @@ struct TusCreateRoute: Route {
             guard length <= store.settings.maxSize else {
                 throw Problem(.tooLarge, detail: "Upload-Length \(length) is over Tus-Max-Size \(store.settings.maxSize)")
             }
+            if let most = request.identity.scope.maxUploadBytes, length > most {
+                throw Problem(.tooLarge, detail: "Upload-Length \(length) is over the token's maxUploadBytes \(most)", field: "maxUploadBytes")
+            }
             return .single(length: length, concat: concat)
+        }
+    }
+
+    /// One upload more for the token's chain, refused once it has started `maxUploads`. Counted once
+    /// per POST whose headers pass, whatever becomes of its body.
+    private func count(_ request: Request) throws {
+        guard let accounts, let chain = request.identity.chainID else { return }
+        let most = request.identity.scope.maxUploads
+        guard try accounts.countUpload(chainID: chain, limit: most) else {
+            throw Problem(.beyondScope, detail: "token \(request.identity.tokenID ?? "-") has started its maxUploads of \(most ?? 0) uploads",
+                          field: "maxUploads")
         }
     }
 
     func begin(_ request: Request) throws -> BodyPolicy {
         let plan = try plan(request)
         let metadata = try TusEndpoint.metadata(request)
+        try count(request)
         guard TusEndpoint.hasBody(request) else { return .none }
         guard case let .single(length, concat) = plan else { return .none }
         // creation-with-upload: the body is the first chunk.
@@ -161,10 +204,12 @@ struct TusCreateRoute: Route {
         if let declared = request.contentLength.map(Int64.init), let length, declared > length {
             throw Problem(.tooLarge, detail: "the body of \(declared) bytes is longer than Upload-Length \(length)")
         }
-        let upload = try store.create(user: request.identity.user, length: length, metadata: metadata, concat: concat)
+        let upload = try store.create(user: request.identity.user, length: length, metadata: metadata, concat: concat,
+                                      scope: request.scopePrefix)
         do {
             return .stream(try store.beginChunk(upload, offset: 0, newLength: nil, declaredLength: request.contentLength.map(Int64.init),
-                                                checksum: checksum, createdHere: true))
+                                                checksum: checksum, createdHere: true, maxBytes: request.identity.scope.maxUploadBytes,
+                                                socket: sinki_mhd_connection_fd(request.connection.raw)))
         } catch {
             store.remove(upload)
             throw error
@@ -179,12 +224,14 @@ struct TusCreateRoute: Route {
             let metadata = try TusEndpoint.metadata(request)
             switch try plan(request) {
             case let .single(length, concat):
-                info = try store.create(user: request.identity.user, length: length, metadata: metadata, concat: concat).info
+                info = try store.create(user: request.identity.user, length: length, metadata: metadata, concat: concat,
+                                        scope: request.scopePrefix).info
             case let .final(parts):
-                info = try store.createFinal(user: request.identity.user, parts: parts, metadata: metadata).info
+                info = try store.createFinal(user: request.identity.user, parts: parts, metadata: metadata, scope: request.scopePrefix,
+                                             maxBytes: request.identity.scope.maxUploadBytes).info
             }
         }
-        var headers = [("Location", TusEndpoint.location(info.id))]
+        var headers = [("Location", TusEndpoint.location(info.id, origin: PublicOrigin.of(request, behindProxy: behindProxy)))]
         headers += TusEndpoint.progressHeaders(info, settings: store.settings)
         return .response(Response(status: 201, contentType: nil, headers: headers, body: .bytes([])))
     }
@@ -197,14 +244,14 @@ struct TusHeadRoute: Route {
 
     func respond(to request: Request) throws -> Reply {
         try TusEndpoint.checkVersion(request)
-        let info = try store.lookup(request.pathParameter, user: request.identity.user).info
+        let info = try store.lookup(request.pathParameter, user: request.identity.user, prefix: request.scopePrefix).info
         var headers = TusEndpoint.progressHeaders(info, settings: store.settings)
         if let length = info.length { headers.append(("Upload-Length", String(length))) } else { headers.append(("Upload-Defer-Length", "1")) }
         if !info.metadata.pairs.isEmpty { headers.append(("Upload-Metadata", info.metadata.header)) }
         switch info.concat {
         case .none: break
         case .partial: headers.append(("Upload-Concat", "partial"))
-        case .final: headers.append(("Upload-Concat", "final;" + info.parts.map(TusEndpoint.location).joined(separator: " ")))
+        case .final: headers.append(("Upload-Concat", "final;" + info.parts.map { TusEndpoint.location($0) }.joined(separator: " ")))
         }
         headers.append(("Cache-Control", "no-store"))
         return .response(Response(status: 200, contentType: nil, headers: headers, body: .bytes([])))
@@ -218,15 +265,17 @@ struct TusPatchRoute: Route {
 
     func begin(_ request: Request) throws -> BodyPolicy {
         try TusEndpoint.checkVersion(request)
+        try request.requireWritable()
         try TusEndpoint.checkChunkType(request)
-        let upload = try store.lookup(request.pathParameter, user: request.identity.user)
+        let upload = try store.lookup(request.pathParameter, user: request.identity.user, prefix: request.scopePrefix)
         guard let offset = try TusEndpoint.integer(request, "Upload-Offset") else {
             throw Problem(.badRequest, detail: "a PATCH needs Upload-Offset")
         }
         let newLength = try TusEndpoint.integer(request, "Upload-Length")
         let checksum = try TusEndpoint.checksum(request)
         return .stream(try store.beginChunk(upload, offset: offset, newLength: newLength, declaredLength: request.contentLength.map(Int64.init),
-                                            checksum: checksum, createdHere: false))
+                                            checksum: checksum, createdHere: false, maxBytes: request.identity.scope.maxUploadBytes,
+                                            socket: sinki_mhd_connection_fd(request.connection.raw)))
     }
 
     func respond(to request: Request) throws -> Reply {
@@ -242,14 +291,15 @@ struct TusDeleteRoute: Route {
     let store: UploadStore
     var commonHeaders: [(String, String)] { TusEndpoint.headers }
 
-    func respond(to request: Request) throws -> Reply {
+    func begin(_ request: Request) throws -> BodyPolicy {
         try TusEndpoint.checkVersion(request)
-        let upload = try store.lookup(request.pathParameter, user: request.identity.user)
-        try upload.state.withLock { (state: inout Upload.State) throws(Problem) in
-            guard !state.busy else { throw Problem(.uploadLocked, detail: "another request is writing upload \(upload.id); try again") }
-            state.busy = true
-        }
-        store.remove(upload)
+        try request.requireWritable()
+        return .none
+    }
+
+    func respond(to request: Request) throws -> Reply {
+        let upload = try store.lookup(request.pathParameter, user: request.identity.user, prefix: request.scopePrefix)
+        try store.terminate(upload)
         return .response(Response(status: 204, contentType: nil, body: .bytes([])))
     }
 }

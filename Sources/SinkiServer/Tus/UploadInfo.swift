@@ -28,6 +28,9 @@ struct UploadInfo: Sendable, Equatable {
     var sha256 = ""
     /// The sweep removed its bytes; the info stays a while so that the id answers 410, not 404.
     var expired = false
+    /// The path prefix of the token that created it (nil: a token without one). A token narrowed to a
+    /// prefix sees only uploads made within it (docs/tokens.md).
+    var scope: String?
 
     var isFinished: Bool { length.map { offset == $0 } ?? false }
 
@@ -51,6 +54,7 @@ struct UploadInfo: Sendable, Equatable {
         writer.endArray()
         writer.field("sha256", sha256)
         writer.field("expired", expired)
+        if let scope { writer.field("scope", scope) }
         writer.endObject()
         return writer.bytes
     }
@@ -73,6 +77,7 @@ struct UploadInfo: Sendable, Equatable {
             case "parts": try reader.readArray { reader in info.parts.append(try reader.readString()) }
             case "sha256": info.sha256 = try reader.readString()
             case "expired": info.expired = try reader.readBool()
+            case "scope": info.scope = try reader.readString()
             default: try reader.skipValue()
             }
         }

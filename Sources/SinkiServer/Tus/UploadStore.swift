@@ -25,7 +25,7 @@ import Synchronization
 ///
 /// Every upload's state is in memory too (loaded at start, so the sweep knows its deadlines). A
 /// request that writes takes the upload's `busy` flag: one writer at a time, others answer 423.
-final class UploadStore: Sendable {
+public final class UploadStore: Sendable {
     let directory: String
     let settings: UploadSettings
     private let logger: Logger
@@ -47,9 +47,29 @@ final class UploadStore: Sendable {
 
     // MARK: Looking up
 
-    /// The upload `id` of `user`. Another user's upload answers exactly like an unknown one.
-    func lookup(_ id: String, user: String) throws(Problem) -> Upload {
-        guard let upload = uploads.withLock({ $0[id] }), upload.user == user else {
+    /// Removes every upload of `user` from the folder (`sinkid serve user remove`); returns how many.
+    /// A running server keeps what it had loaded until it restarts, but the user's tokens are revoked.
+    public static func removeAll(user: String, directory: String) throws -> Int {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
+        var removed = 0
+        for name in names where name.hasSuffix(".info") {
+            guard let bytes = try? FileDescriptor.open(directory + "/" + name, flags: O_RDONLY).readAll(),
+                  let info = try? UploadInfo.parse(bytes), info.user == user else { continue }
+            unlink(directory + "/" + info.id + ".bin")
+            unlink(directory + "/" + name)
+            removed += 1
+        }
+        return removed
+    }
+
+    /// The upload `id` of `user`, as a token narrowed to `prefix` may see it (only uploads made within
+    /// the prefix). Another user's upload, and one outside the prefix, answer exactly like an unknown one.
+    ///
+    /// Several servers may share the folder (docs/server.md, "Several servers"): an upload another one
+    /// made is read from its info file, and one it wrote since is read again before it is used.
+    func lookup(_ id: String, user: String, prefix: String? = nil) throws(Problem) -> Upload {
+        guard let upload = uploads.withLock({ $0[id] }) ?? loadShared(id), refresh(upload),
+              upload.user == user, Self.made(upload, within: prefix) else {
             throw Problem(.notFound, detail: "no upload \(quoted(id))")
         }
         let expired = upload.state.withLock { state in
@@ -59,9 +79,63 @@ final class UploadStore: Sendable {
         return upload
     }
 
+    /// An upload another server made in the shared folder, now known here too; nil when there is none.
+    private func loadShared(_ id: String) -> Upload? {
+        // Only an id as this store makes them names a file: nothing else reaches the file system.
+        guard id.utf8.count == 32, id.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }),
+              let info = readInfo(id), info.id == id else { return nil }
+        let upload = Upload(info: info)
+        return uploads.withLock { known in
+            if let already = known[id] { return already }
+            known[id] = upload
+            return upload
+        }
+    }
+
+    /// Takes what another server wrote to the upload's info since this one last read it. False when its
+    /// info is gone (another server terminated or removed it): it is forgotten here too.
+    private func refresh(_ upload: Upload) -> Bool {
+        let busy = upload.state.withLock { $0.busy }
+        // This server writes it right now: what it holds is newer than the file.
+        if busy { return true }
+        guard let disk = readInfo(upload.id) else {
+            // Only an info that is gone means the upload is: one that could not be read now (no
+            // descriptor free, a read error) leaves the upload as this server knows it.
+            if access(infoPath(upload.id), F_OK) == 0 || errno != ENOENT { return true }
+            uploads.withLock { _ = $0.removeValue(forKey: upload.id) }
+            return false
+        }
+        upload.state.withLock { state in
+            if !state.busy && state.info != disk { state.info = disk }
+        }
+        return true
+    }
+
+    private func readInfo(_ id: String) -> UploadInfo? {
+        guard let file = try? FileDescriptor.open(infoPath(id), flags: O_RDONLY), let bytes = try? file.readAll() else { return nil }
+        return try? UploadInfo.parse(bytes)
+    }
+
+    /// Takes the upload's lock across processes (an `flock` on its data file, which every server that
+    /// shares the folder takes before it writes): nil when another holds it.
+    func lockAcrossServers(_ upload: Upload, flags: Int32 = O_WRONLY) throws -> FileDescriptor? {
+        let file = try FileDescriptor.open(dataPath(upload.id), flags: flags)
+        return flock(file.raw, LOCK_EX | LOCK_NB) == 0 ? file : nil
+    }
+
+    /// Whether the upload was made by a token within `prefix` (any upload, for nil).
+    private static func made(_ upload: Upload, within prefix: String?) -> Bool {
+        guard let prefix else { return true }
+        guard let scope = upload.scope else { return false }
+        return PathText.isWithin(scope, prefix)
+    }
+
     /// Size and SHA-256 of a finished, non-partial upload of `user`, for records that name it as asset.
-    func assetFacts(_ id: String, user: String) -> (size: Int64, sha256: String)? {
+    /// A token narrowed to `prefix` sees an asset made within it, or one a record within it names
+    /// (`namedWithin`, asked only then: it reads the record store).
+    func assetFacts(_ id: String, user: String, prefix: String? = nil, namedWithin: (String) -> Bool = { _ in false }) -> (size: Int64, sha256: String)? {
         guard let upload = try? lookup(id, user: user) else { return nil }
+        if let prefix, !Self.made(upload, within: prefix), !namedWithin(prefix) { return nil }
         return upload.state.withLock { state in
             guard state.info.isFinished, state.info.concat != .partial, !state.info.sha256.isEmpty else { return nil }
             return (state.info.length!, state.info.sha256)
@@ -74,10 +148,11 @@ final class UploadStore: Sendable {
     // MARK: Creating and removing
 
     /// A new empty upload (creation). `length` nil: deferred.
-    func create(user: String, length: Int64?, metadata: TusMetadata, concat: UploadInfo.Concat) throws -> Upload {
+    func create(user: String, length: Int64?, metadata: TusMetadata, concat: UploadInfo.Concat, scope: String? = nil) throws -> Upload {
         let now = Clock.now()
-        let info = UploadInfo(id: RandomID.hex(bytes: 16), user: user, length: length, metadata: metadata,
+        var info = UploadInfo(id: RandomID.hex(bytes: 16), user: user, length: length, metadata: metadata,
                               createdAt: now, touchedAt: now, concat: concat)
+        info.scope = scope
         _ = try FileDescriptor.open(dataPath(info.id), flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
         let upload = Upload(info: info)
         do {
@@ -93,11 +168,11 @@ final class UploadStore: Sendable {
 
     /// A final upload: the concatenation of finished partial uploads of `user`, copied into a new data
     /// file and hashed on the way.
-    func createFinal(user: String, parts ids: [String], metadata: TusMetadata) throws -> Upload {
+    func createFinal(user: String, parts ids: [String], metadata: TusMetadata, scope: String? = nil, maxBytes: Int64? = nil) throws -> Upload {
         var parts: [(Upload, Int64)] = []
         var total: Int64 = 0
         for id in ids {
-            let part = try lookup(id, user: user)
+            let part = try lookup(id, user: user, prefix: scope)
             let (concat, finished, length) = part.state.withLock { ($0.info.concat, $0.info.isFinished, $0.info.length ?? 0) }
             guard concat == .partial else { throw Problem(.badRequest, detail: "upload \(id) is not a partial upload (Upload-Concat: partial)") }
             guard finished else { throw Problem(.badRequest, detail: "partial upload \(id) is not finished") }
@@ -107,9 +182,13 @@ final class UploadStore: Sendable {
         guard total <= settings.maxSize else {
             throw Problem(.tooLarge, detail: "the parts add up to \(total) bytes; uploads may have at most \(settings.maxSize)")
         }
+        if let maxBytes, total > maxBytes {
+            throw Problem(.tooLarge, detail: "the parts add up to \(total) bytes; the token's maxUploadBytes is \(maxBytes)", field: "maxUploadBytes")
+        }
         let now = Clock.now()
         var info = UploadInfo(id: RandomID.hex(bytes: 16), user: user, length: total, offset: total, metadata: metadata,
                               createdAt: now, touchedAt: now, concat: .final, parts: ids)
+        info.scope = scope
         let path = dataPath(info.id)
         do {
             let out = try FileDescriptor.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
@@ -143,6 +222,19 @@ final class UploadStore: Sendable {
         return upload
     }
 
+    /// Termination asked for by a client: refused (423) while any server writes the upload.
+    func terminate(_ upload: Upload) throws(Problem) {
+        try upload.state.withLock { (state: inout Upload.State) throws(Problem) in
+            guard !state.busy else { throw Problem(.uploadLocked, detail: "another request is writing upload \(upload.id); try again") }
+            state.busy = true
+        }
+        guard let lock = (try? lockAcrossServers(upload, flags: O_RDONLY)).flatMap({ $0 }) else {
+            upload.state.withLock { $0.busy = false }
+            throw Problem(.uploadLocked, detail: "another server is writing upload \(upload.id); try again")
+        }
+        withExtendedLifetime(lock) { remove(upload) }
+    }
+
     /// Termination: the upload's files go; its id answers 404 from now on. The caller holds `busy`.
     func remove(_ upload: Upload) {
         uploads.withLock { _ = $0.removeValue(forKey: upload.id) }
@@ -152,7 +244,8 @@ final class UploadStore: Sendable {
 
     /// Writes the info file (atomically; fsynced when `durable`).
     func persist(_ info: UploadInfo, durable: Bool) throws(SystemError) {
-        let temporary = infoPath(info.id) + ".tmp"
+        // Per process: two servers may write infos of the same folder (never of one upload at once).
+        let temporary = infoPath(info.id) + ".tmp." + String(getpid())
         let file = try FileDescriptor.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
         try file.write(info.jsonBytes)
         if durable { try file.sync() }
@@ -163,10 +256,21 @@ final class UploadStore: Sendable {
 
     /// Takes `busy` and prepares a writer for a chunk at `offset` (the caller checked it against the
     /// upload). A running SHA-256 a restart lost is rebuilt from what is on disk, beside the new chunk.
+    /// `maxBytes`: the token's `maxUploadBytes`, which the upload's length (or, deferred, its bytes) may
+    /// not pass.
     func beginChunk(_ upload: Upload, offset: Int64, newLength: Int64?, declaredLength: Int64?,
-                    checksum: (Digest.Algorithm, [UInt8])?, createdHere: Bool) throws -> ChunkWriter {
+                    checksum: (Digest.Algorithm, [UInt8])?, createdHere: Bool, maxBytes: Int64? = nil,
+                    socket: Int32? = nil) throws -> ChunkWriter {
+        let stalledAfter = settings.stalledWriterNanoseconds
+        // A writer here first (ending one gone silent), then the lock across servers, then what the
+        // last writer left: the checks below are against that.
+        try upload.state.withLock { (state: inout Upload.State) throws in try refuseIfBusy(upload, &state, stalledAfter: stalledAfter) }
+        guard let file = try lockAcrossServers(upload) else {
+            throw Problem(.uploadLocked, detail: "another server is writing upload \(upload.id); try again")
+        }
+        if !refresh(upload) { throw Problem(.notFound, detail: "no upload \(quoted(upload.id))") }
         let (limit, hasher) = try upload.state.withLock { (state: inout Upload.State) throws -> (Int64, TrailingDigest) in
-            guard !state.busy else { throw Problem(.uploadLocked, detail: "another request is writing upload \(upload.id); try again") }
+            try refuseIfBusy(upload, &state, stalledAfter: stalledAfter)
             let info = state.info
             guard info.concat != .final else { throw Problem(.uploadFinal, detail: "upload \(upload.id) is a final upload; it takes no PATCH") }
             guard offset == info.offset else {
@@ -180,7 +284,10 @@ final class UploadStore: Sendable {
                 guard newLength <= settings.maxSize else { throw Problem(.tooLarge, detail: "Upload-Length \(newLength) is over Tus-Max-Size \(settings.maxSize)") }
             }
             let length = newLength ?? info.length
-            let limit = length ?? settings.maxSize
+            if let maxBytes, let length, length > maxBytes {
+                throw Problem(.tooLarge, detail: "Upload-Length \(length) is over the token's maxUploadBytes \(maxBytes)", field: "maxUploadBytes")
+            }
+            let limit = min(length ?? settings.maxSize, maxBytes ?? .max)
             if let declaredLength, offset + declaredLength > limit {
                 throw Problem(.tooLarge, detail: "the chunk of \(declaredLength) bytes at \(offset) goes past the upload's \(length == nil ? "limit" : "length") of \(limit) bytes")
             }
@@ -193,22 +300,31 @@ final class UploadStore: Sendable {
                 state.hashedTo = offset
             }
             state.busy = true
+            state.writerSocket = socket
+            state.writerProgressAt = Clock.monotonic()
             // The chunk may yet be taken back (a checksum that does not match, a write that fails).
             state.hasher!.mark(at: offset)
             return (limit, state.hasher!)
         }
-        do {
-            let file = try FileDescriptor.open(dataPath(upload.id), flags: O_WRONLY)
-            let reserved = min(declaredLength ?? 0, limit - offset)
-            file.reserve(offset, reserved)
-            return ChunkWriter(store: self, upload: upload, file: file, hasher: hasher, start: offset, limit: limit, newLength: newLength,
-                               checksum: checksum, createdHere: createdHere, reserved: reserved)
-        } catch {
-            upload.state.withLock { state in
-                state.busy = false
-            }
-            throw error
+        let reserved = min(declaredLength ?? 0, limit - offset)
+        file.reserve(offset, reserved)
+        return ChunkWriter(store: self, upload: upload, file: file, hasher: hasher, start: offset, limit: limit, newLength: newLength,
+                           checksum: checksum, createdHere: createdHere, reserved: reserved)
+    }
+
+    /// Refuses (423) while a request writes the upload; one that has gone silent for `stalledAfter` is
+    /// told to end. The holder is not ended here: its request finishes on its own thread (the chunk
+    /// kept or discarded as for any cut-off body), which releases `busy`; the client's retry then gets
+    /// the upload. Shut down once only: the socket's number may be reused.
+    private func refuseIfBusy(_ upload: Upload, _ state: inout Upload.State, stalledAfter: Int64) throws(Problem) {
+        guard state.busy else { return }
+        if let holder = state.writerSocket, Clock.monotonic() - state.writerProgressAt >= stalledAfter {
+            state.writerSocket = nil
+            shutdown(holder, Int32(SHUT_RDWR))
+            logger.info("upload \(upload.id): ending the request that holds it, silent for \(stalledAfter / 1_000_000_000) s or more")
+            throw Problem(.uploadLocked, detail: "upload \(upload.id) was held by a request that went silent; it is being ended, try again")
         }
+        throw Problem(.uploadLocked, detail: "another request is writing upload \(upload.id); try again")
     }
 
     // MARK: Loading and sweeping
@@ -222,8 +338,12 @@ final class UploadStore: Sendable {
         }
         var loaded: [String: Upload] = [:]
         for name in names {
-            if name.hasSuffix(".info.tmp") {
-                unlink(directory + "/" + name)
+            if name.contains(".info.tmp") {
+                // Another server's write in progress looks the same as a crash's leftover: only old ones go.
+                var size = Glibc.stat()
+                if stat(directory + "/" + name, &size) == 0, Int64(size.st_mtim.tv_sec) < Clock.now() / 1_000_000_000 - 600 {
+                    unlink(directory + "/" + name)
+                }
                 continue
             }
             guard name.hasSuffix(".info") else { continue }
@@ -237,8 +357,11 @@ final class UploadStore: Sendable {
                         continue
                     }
                     if Int64(size.st_size) > info.offset {
-                        // Bytes of a PATCH the server died in: never acknowledged, so never counted.
-                        truncate(dataPath(info.id), off_t(info.offset))
+                        // Bytes of a PATCH the server died in: never acknowledged, so never counted. Unless
+                        // another server sharing the folder writes it right now (it holds the lock).
+                        if let file = try? FileDescriptor.open(dataPath(info.id), flags: O_WRONLY), flock(file.raw, LOCK_EX | LOCK_NB) == 0 {
+                            ftruncate(file.raw, off_t(info.offset))
+                        }
                     } else if Int64(size.st_size) < info.offset {
                         logger.warning("upload \(info.id) has \(size.st_size) bytes on disk, its info says \(info.offset); going on from \(size.st_size)")
                         info.offset = Int64(size.st_size)
@@ -269,6 +392,9 @@ final class UploadStore: Sendable {
         var next: Int64?
         let all = uploads.withLock { Array($0.values) }
         for upload in all {
+            // Another server sharing the folder may have written it since: its info on disk says so.
+            let looksDue = upload.state.withLock { !$0.busy && $0.info.touchedAt + expiry <= now }
+            if looksDue && !refresh(upload) { continue }
             let deadline: Int64? = upload.state.withLock { state in
                 if state.busy { return now + expiry }
                 if state.info.expired {
@@ -281,7 +407,10 @@ final class UploadStore: Sendable {
                 }
                 guard state.info.canExpire else { return nil }
                 guard state.info.touchedAt + expiry <= now else { return state.info.touchedAt + expiry }
+                // Not while another server writes it (it will be touched then).
+                guard let held = (try? lockAcrossServers(upload, flags: O_RDONLY)).flatMap({ $0 }) else { return now + expiry }
                 unlink(dataPath(upload.id))
+                withExtendedLifetime(held) {}
                 state.info.expired = true
                 state.hasher = nil
                 do { try persist(state.info, durable: false) } catch { logger.warning("sweep: \(error)") }
@@ -294,6 +423,31 @@ final class UploadStore: Sendable {
     }
 }
 
+extension UploadStore {
+    /// Removes finished uploads no record names (`referenced`), once they were finished longer than the
+    /// upload expiry ago: a finished upload waits that long for the record that will name it. Returns
+    /// how many went.
+    func removeUnreferenced(keeping referenced: Set<String>, now: Int64) -> Int {
+        let grace = settings.expiryNanoseconds
+        let all = uploads.withLock { Array($0.values) }
+        var removed = 0
+        for upload in all where !referenced.contains(upload.id) {
+            guard refresh(upload), let lock = (try? lockAcrossServers(upload, flags: O_RDONLY)).flatMap({ $0 }) else { continue }
+            defer { withExtendedLifetime(lock) {} }
+            let gone = upload.state.withLock { state -> Bool in
+                guard !state.busy, state.info.isFinished, state.info.concat != .partial,
+                      state.info.touchedAt + grace <= now else { return false }
+                uploads.withLock { _ = $0.removeValue(forKey: upload.id) }
+                unlink(dataPath(upload.id))
+                unlink(directory + "/" + upload.id + ".info")
+                return true
+            }
+            if gone { removed += 1 }
+        }
+        return removed
+    }
+}
+
 /// How the server keeps tus uploads.
 public struct UploadSettings: Sendable, Equatable {
     /// Largest upload accepted (`Tus-Max-Size`; `413` beyond).
@@ -303,22 +457,36 @@ public struct UploadSettings: Sendable, Equatable {
     /// How long an expired upload still answers 410 before its id is forgotten (404); nil: `expirySeconds`.
     /// Not meant to be changed, but changeable for tests.
     public var forgetAfterSeconds: Double?
+    /// A PATCH that finds the upload held by a request that has received nothing for this long ends
+    /// that request (its socket is shut down) instead of only being refused: a client that lost its
+    /// connection without the server hearing of it (a FIN the server missed, a path that died
+    /// silently) would otherwise hold the lock until the connection timeout, and every retry of its
+    /// own upload would be refused meanwhile. Changeable for tests.
+    public var stalledWriterSeconds: Double = 5
 
     public init() {}
 
     var expiryNanoseconds: Int64 { Int64(expirySeconds * 1e9) }
     var forgetNanoseconds: Int64 { Int64((forgetAfterSeconds ?? expirySeconds) * 1e9) }
+    var stalledWriterNanoseconds: Int64 { Int64(stalledWriterSeconds * 1e9) }
 }
 
 /// One upload: its info and, while a request writes it, the `busy` flag and the running hash.
 final class Upload: Sendable {
     let id: String
     let user: String
+    /// The prefix of the token that made it (`UploadInfo.scope`).
+    let scope: String?
     let state: Mutex<State>
 
     struct State {
         var info: UploadInfo
         var busy = false
+        /// While `busy`: the socket of the request that writes (nil when it has none, or it was shut
+        /// down already) and when it last received bytes (`Clock.monotonic`), so that a writer that went
+        /// silent can be ended by the next PATCH.
+        var writerSocket: Int32?
+        var writerProgressAt: Int64 = 0
         /// The upload's SHA-256, told of bytes `0..<hashedTo`; nil when lost (a restart, a chunk taken
         /// back that it could not forget).
         var hasher: TrailingDigest?
@@ -328,6 +496,7 @@ final class Upload: Sendable {
     init(info: UploadInfo) {
         id = info.id
         user = info.user
+        scope = info.scope
         state = Mutex(State(info: info))
     }
 
@@ -390,6 +559,7 @@ final class ChunkWriter: BodySink {
             throw error
         }
         received += Int64(chunk.count)
+        upload.state.withLock { $0.writerProgressAt = Clock.monotonic() }
         if received - flushed >= Self.writebackStep {
             file.startWriteback(start + flushed, received - flushed)
             flushed = received
@@ -436,7 +606,12 @@ final class ChunkWriter: BodySink {
         file.startWriteback(start + flushed, received - flushed)
         // A PATCH only moves the upload's expiry later: the sweep need not wake for it.
         return try upload.state.withLock { (state: inout Upload.State) throws -> UploadInfo in
-            defer { state.busy = false }
+            // The lock across servers goes with `busy`, after the info on disk says where the upload stands.
+            defer {
+                flock(file.raw, LOCK_UN)
+                state.busy = false
+                state.writerSocket = nil
+            }
             var info = state.info
             info.offset = start + received
             // A chunk cut short gives back the blocks reserved past its end (truncating frees them).
@@ -479,16 +654,18 @@ final class ChunkWriter: BodySink {
             return
         }
         upload.state.withLock { state in
+            flock(file.raw, LOCK_UN)
             state.busy = false
+            state.writerSocket = nil
             state.hashedTo = start
             if !forgotten { state.hasher = nil }
         }
     }
 }
 
-/// The sweep's thread: waits for the earliest deadline, or forever while there is none, so an idle
-/// server never wakes for it.
-private final class Sweeper: Sendable {
+/// A sweep's thread: waits for the earliest deadline, or forever while there is none, so an idle
+/// server never wakes for it (uploads' expiry, tombstone retention).
+final class Sweeper: Sendable {
     private let state = Mutex<(running: Bool, stop: Bool)>((false, false))
     private let signal = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)

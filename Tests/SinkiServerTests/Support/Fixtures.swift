@@ -10,11 +10,19 @@ final class ServerFixture {
     let server: SyncServer
     let port: Int
 
-    init(threads: Int = 4, tokens: [String: ServerIdentity]? = nil, configure: (inout ServerConfiguration) -> Void = { _ in }) throws {
+    /// `store`: serve from it (the server closes it at stop) instead of SQLite in the data folder.
+    init(threads: Int = 4, tokens: [String: ServerIdentity]? = nil, store: (any ServerStore)? = nil,
+         configure: (inout ServerConfiguration) -> Void = { _ in }) throws {
         directory = TemporaryDirectory("sinki-server")
         var configuration = ServerConfiguration(listen: "127.0.0.1:0", dataDirectory: directory.child("data"), threads: threads, tokens: tokens)
+        // The route tests without tokens ask for a server without authentication (loopback only).
+        if tokens == nil { configuration.authentication = .none }
         configure(&configuration)
-        server = try SyncServer(configuration: configuration, logger: testLogger())
+        if let store {
+            server = SyncServer(configuration: configuration, store: store, logger: testLogger())
+        } else {
+            server = try SyncServer(configuration: configuration, logger: testLogger())
+        }
         try server.start()
         port = server.boundPort
     }

@@ -42,7 +42,8 @@ import SinkiTestSupport
     func refusedChunkChangesNothing(_ row: Refusal) throws {
         let tus = try TusFixture()
         let id = try tus.create(length: 10)
-        #expect(try tus.patch(id, offset: 0, bytes("0123")).status == 204)
+        let first = try tus.patch(id, offset: 0, bytes("0123"))
+        try #require(first.status == 204, "the first chunk: \(first.status) \(first.text)")
         let info = tus.info(id)
         let files = tus.snapshot()
         let headers = (row.headers ?? [TusFixture.version, TusFixture.chunk, ("Upload-Offset", "4")]) + row.extra
@@ -151,13 +152,21 @@ import SinkiTestSupport
         #expect(tus.fixture.server.uploadStore?.assetFacts(id, user: "default")?.sha256 == Digest.sha256Hex(again))
     }
 
-    @Test func oneWriterAtATime() async throws {
-        let tus = try TusFixture()
-        let id = try tus.create(length: 100)
-        let first = try tus.fixture.connect()
-        try first.write(bytes("PATCH /v1/uploads/\(id) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
-                              + "Upload-Offset: 0\r\nContent-Length: 10\r\n\r\n01234"))
+    /// A PATCH of 10 bytes at 0 whose first 5 are on disk, on a connection left open: the writer
+    /// that holds the upload.
+    func halfAPatch(_ tus: TusFixture, _ id: String) async throws -> TestConnection {
+        let writer = try tus.fixture.connect()
+        try writer.write(bytes("PATCH /v1/uploads/\(id) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+                               + "Upload-Offset: 0\r\nContent-Length: 10\r\n\r\n01234"))
         try await waitUntil("the first chunk to be under way") { tus.stored(id)?.count == 5 }
+        return writer
+    }
+
+    @Test func oneWriterAtATime() async throws {
+        // The first writer pauses on purpose; on a loaded machine the pause must not pass for a stall.
+        let tus = try TusFixture { $0.uploads.stalledWriterSeconds = 600 }
+        let id = try tus.create(length: 100)
+        let first = try await halfAPatch(tus, id)
         let second = try tus.patch(id, offset: 0, bytes("abcde"))
         #expect(second.status == 423)
         #expect(try second.problem().code == "upload-locked")
@@ -167,6 +176,28 @@ import SinkiTestSupport
         #expect(answer.status == 204)
         #expect(answer.header("Upload-Offset") == "10")
         #expect(tus.stored(id) == bytes("0123456789"))
+    }
+
+    /// The soak's stuck upload: a PATCH whose client was gone held the lock (the server never heard of
+    /// the hang-up), so every retry of the same upload got 423 until the connection timeout. Here the
+    /// holder stays connected and silent, which the server cannot tell from that: once it has been
+    /// silent for `stalledWriterSeconds`, a PATCH ends it, and the retry after goes on from what it kept.
+    @Test func aSilentWriterIsEndedByTheNextPatch() async throws {
+        let tus = try TusFixture { $0.uploads.stalledWriterSeconds = 0.3 }
+        let id = try tus.create(length: 10)
+        let first = try await halfAPatch(tus, id)
+        // Each try asks where the upload stands, as a client does; 423 until the silent one has been ended.
+        try await waitUntil("a PATCH to get past the silent writer", timeout: 60) {
+            guard let offset = try tus.head(id).header("Upload-Offset").flatMap({ Int($0) }) else { return false }
+            let rest = Array(bytes("0123456789")[offset...])
+            let answer = try tus.patch(id, offset: Int64(offset), rest)
+            #expect(answer.status == 204 || answer.status == 423)
+            return answer.status == 204
+        }
+        #expect(tus.stored(id) == bytes("0123456789"))
+        #expect(try tus.head(id).header("Upload-Offset") == "10")
+        // The silent writer's connection was shut: it gets no answer that could be taken for success.
+        #expect((try? first.receive(timeout: 2))?.status != 204)
     }
 
     @Test func aFinishedUploadTakesNoMoreBytes() throws {
@@ -182,15 +213,16 @@ import SinkiTestSupport
         let directory = TemporaryDirectory("sinki-tus-restart")
         let data = pattern(500_000, seed: 3)
         func start() throws -> SyncServer {
-            let server = try SyncServer(configuration: ServerConfiguration(listen: "127.0.0.1:0", dataDirectory: directory.child("data")),
-                                        logger: testLogger())
+            var configuration = ServerConfiguration(listen: "127.0.0.1:0", dataDirectory: directory.child("data"))
+            configuration.authentication = .none // a tus protocol test, not an authentication one
+            let server = try SyncServer(configuration: configuration, logger: testLogger())
             try server.start()
             return server
         }
         var server = try start()
         var connection = try TestConnection(port: server.boundPort)
         let created = try connection.request("POST", "/v1/uploads/", headers: [TusFixture.version, ("Upload-Length", String(data.count))])
-        let location = try #require(created.header("Location"))
+        let location = String(try #require(created.header("Location")).trimmingPrefix("http://localhost"))
         let half = try connection.request("PATCH", location, headers: [TusFixture.version, TusFixture.chunk, ("Upload-Offset", "0")],
                                           body: Array(data[0..<200_000]))
         #expect(half.status == 204)

@@ -62,14 +62,32 @@ import SinkiSupport
         let tus = try TusFixture()
         let response = try tus.request("POST", "/v1/uploads/", headers: [TusFixture.version, ("Upload-Length", "100")])
         #expect(response.status == 201)
+        // Absolute, from Host: some tus clients do not resolve a relative Location.
         let location = try #require(response.header("Location"))
-        #expect(location.hasPrefix("/v1/uploads/"))
+        #expect(location.hasPrefix("http://localhost/v1/uploads/"))
         let expires = try #require(response.header("Upload-Expires").flatMap(HTTPDate.parse))
         #expect(abs(expires - Clock.now() - 24 * 3600 * 1_000_000_000) < 5_000_000_000)
         let head = try tus.head(String(location.split(separator: "/").last!))
         #expect(head.status == 200)
         #expect(head.header("Upload-Offset") == "0")
         #expect(head.header("Upload-Length") == "100")
+    }
+
+    @Test func behindAProxyTheLocationFollowsItsForwardedHeadersAndOnlyThen() throws {
+        let forwarded = [TusFixture.version, ("Upload-Length", "1"), ("X-Forwarded-Proto", "https"),
+                         ("X-Forwarded-Host", "sync.example.test:8443, inner.proxy")]
+        // Not told of a proxy: anyone could send these headers, so they are ignored.
+        let direct = try TusFixture()
+        #expect(try direct.request("POST", "/v1/uploads/", headers: forwarded).header("Location")?.hasPrefix("http://localhost/v1/uploads/") == true)
+        let proxied = try TusFixture { $0.behindProxy = true }
+        #expect(try proxied.request("POST", "/v1/uploads/", headers: forwarded).header("Location")?
+            .hasPrefix("https://sync.example.test:8443/v1/uploads/") == true)
+        // A forwarded host that is not a plain host and port never reaches the URL: it stays relative.
+        for bad in ["evil.test/steal?", "a b", "x@y"] {
+            let location = try proxied.request("POST", "/v1/uploads/", headers: [TusFixture.version, ("Upload-Length", "1"), ("X-Forwarded-Host", bad)])
+                .header("Location")
+            #expect(location?.hasPrefix("/v1/uploads/") == true, "\(bad) gave \(location ?? "nothing")")
+        }
     }
 
     @Test func zeroLengthUploadIsFinishedAtOnce() throws {

@@ -1,0 +1,391 @@
+import SinkiRecord
+import SinkiSupport
+
+/// The server's store in a PostgreSQL database (`sinkid serve --database postgresql://...`): the same
+/// contract and conformance suite as `SQLiteRecordStore`, for a server whose records should live in a
+/// database server. Blobs stay in the data folder's `uploads/`.
+///
+/// In the database (schema version in `schema_version`, migrated at open under an advisory lock so
+/// that two servers starting at once do not both create it):
+/// - `store(store_id)`: the random id made with the schema.
+/// - `change_tags`: the sequence change tags are drawn from (one for the whole store, so a tag names
+///   one record across users, as in SQLite). `CACHE 1`, PostgreSQL's default: every connection draws
+///   from the same counter, so a later draw is always higher.
+/// - `meta(key, value)`: `history_floor`, `revocations`, both `bigint`.
+/// - `records`: one row per (owner, path), as in SQLite; `path` is `COLLATE "C"`, so comparisons and
+///   order are bytewise (UTF-8 byte order), which the prefix ranges and listings rely on.
+/// - `users`, `tokens`, `token_chains`: as in SQLite (`SQLiteRecordStore+Accounts.swift`).
+///
+/// Tags are in commit order for each user, which is all a reader (one user's feed) sees: a modify (and
+/// a sweep) first takes its user's transaction lock (`pg_advisory_xact_lock(userLockClass,
+/// hashtext(owner))`) and holds it until it has committed, so of two modifies of one user the second
+/// draws its tags after the first is committed, and higher. A reader that saw tag N of a user can
+/// therefore never later see a committed tag of that user below N. Users do not wait for each other
+/// (two whose names hash alike only share the lock), so their commits, and the disk flushes behind
+/// them, go on side by side; schema 1 had one counter row for everyone, which put every save of every
+/// user in one line behind the flush of the one before.
+public final class PostgresStore: ServerStore {
+    public let storeID: String
+    /// The database's URL without its password.
+    public let database: String
+    let pool: PGPool
+    /// The full URL (with any password), for the listening connection of `changeSignal`.
+    private let url: String
+    /// Called after a modify that saved records commits, with the user and the last tag it saved (not
+    /// under any lock): where a `NOTIFY` for other server processes would go.
+    private let afterCommit: (@Sendable (_ user: String, _ lastTag: Int64) -> Void)?
+
+    /// 1: records, users and device tokens. 2: tags from a sequence under per-user locks.
+    static let schemaVersion = 2
+
+    /// The first key of the per-user transaction locks (the second is the hash of the user's name);
+    /// the schema lock is a one-key lock, whose key space is apart from the two-key one.
+    static let userLockClass: Int32 = 7193452
+
+    /// Connects to `url` with `connections` connections (one per server thread is plenty), creating or
+    /// migrating the schema.
+    public init(url: String, connections: Int = 4,
+                afterCommit: (@Sendable (_ user: String, _ lastTag: Int64) -> Void)? = nil) throws {
+        pool = try PGPool(url: url, size: connections)
+        database = pool.database
+        self.url = url
+        self.afterCommit = afterCommit
+        do {
+            storeID = try pool.use { db in try Self.prepareSchema(db) }
+        } catch {
+            pool.close()
+            throw error
+        }
+    }
+
+    private static func prepareSchema(_ db: PGConnection) throws -> String {
+        let encoding = try db.query("SHOW server_encoding")
+        guard try encoding.text(0, 0) == "UTF8" else {
+            throw RecordStoreError(path: db.database, message: "the database's encoding is \(try encoding.text(0, 0)); sinki needs UTF8 (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0)")
+        }
+        return try db.transaction {
+            // Any constant will do: it only has to be the same for every sinki server on this database.
+            try db.execute("SELECT pg_advisory_xact_lock(7193451)")
+            let exists = try db.query("SELECT to_regclass('schema_version') IS NOT NULL")
+            let version = try exists.bool(0, 0) ? try db.scalar("SELECT max(version) FROM schema_version") ?? 0 : 0
+            if version > schemaVersion {
+                throw RecordStoreError(path: db.database, message: "schema version \(version) is newer than this server's \(schemaVersion)")
+            }
+            if version < 1 {
+                try db.execute(schema)
+                try db.execute("INSERT INTO store(store_id) VALUES ($1)", [RandomID.hex(bytes: 8)])
+                try db.execute("INSERT INTO schema_version(version) VALUES (1)")
+            }
+            if version < 2 {
+                // The sequence goes on from the counter row it replaces.
+                try db.execute("""
+                    CREATE SEQUENCE change_tags AS BIGINT CACHE 1;
+                    SELECT setval('change_tags', GREATEST((SELECT value FROM meta WHERE key = 'last_tag'),
+                                                          (SELECT COALESCE(max(change_tag), 0) FROM records)) + 1, false);
+                    DELETE FROM meta WHERE key = 'last_tag';
+                    UPDATE schema_version SET version = 2;
+                    """)
+            }
+            let id = try db.query("SELECT store_id FROM store")
+            guard id.count == 1, let storeID = id.optionalText(0, 0), !storeID.isEmpty else {
+                throw RecordStoreError(path: db.database, message: "the store table does not hold exactly one store_id")
+            }
+            return storeID
+        }
+    }
+
+    static let schema = """
+        CREATE TABLE schema_version (version INTEGER NOT NULL);
+        CREATE TABLE store (store_id TEXT NOT NULL);
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
+        INSERT INTO meta(key, value) VALUES ('last_tag', 0), ('history_floor', 0), ('revocations', 0);
+        CREATE TABLE records (
+            change_tag BIGINT PRIMARY KEY,
+            owner TEXT COLLATE "C" NOT NULL,
+            path TEXT COLLATE "C" NOT NULL,
+            type TEXT NOT NULL,
+            asset_id TEXT,
+            asset_size BIGINT,
+            asset_sha256 TEXT,
+            deleted BOOLEAN NOT NULL,
+            base_tag BIGINT NOT NULL,
+            size BIGINT NOT NULL,
+            sha256 TEXT NOT NULL,
+            mode BIGINT NOT NULL,
+            modified_at BIGINT NOT NULL,
+            device TEXT NOT NULL,
+            saved_at BIGINT NOT NULL,
+            moved_from TEXT,
+            data BYTEA
+        );
+        -- The data is zlib already: EXTERNAL keeps PostgreSQL from trying to compress it again.
+        ALTER TABLE records ALTER COLUMN data SET STORAGE EXTERNAL;
+        CREATE UNIQUE INDEX records_path ON records(owner, path);
+        CREATE INDEX records_feed ON records(owner, change_tag);
+        CREATE INDEX records_tombstones ON records(saved_at) WHERE deleted;
+        CREATE TABLE users (name TEXT COLLATE "C" PRIMARY KEY, created_at BIGINT NOT NULL);
+        CREATE TABLE tokens (
+            id TEXT COLLATE "C" PRIMARY KEY,
+            owner TEXT COLLATE "C" NOT NULL,
+            device TEXT NOT NULL,
+            secret_hash BYTEA NOT NULL,
+            parent_id TEXT,
+            chain_id TEXT NOT NULL,
+            read_only BOOLEAN NOT NULL,
+            prefix TEXT,
+            max_upload_bytes BIGINT,
+            max_uploads BIGINT,
+            expires_at BIGINT,
+            created_at BIGINT NOT NULL,
+            last_used_at BIGINT,
+            revoked_at BIGINT,
+            revoked_count BIGINT
+        );
+        CREATE INDEX tokens_user ON tokens(owner, created_at);
+        CREATE INDEX tokens_parent ON tokens(parent_id) WHERE parent_id IS NOT NULL;
+        CREATE INDEX tokens_chain ON tokens(chain_id);
+        CREATE INDEX tokens_revoked ON tokens(revoked_count) WHERE revoked_count IS NOT NULL;
+        CREATE TABLE token_chains (chain_id TEXT PRIMARY KEY, uploads_used BIGINT NOT NULL);
+        """
+
+    // MARK: Writing
+
+    private static let insertSQL = """
+        INSERT INTO records (change_tag, owner, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag,
+                             size, sha256, mode, modified_at, device, saved_at, moved_from, data)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+        """
+    private static let updateSQL = """
+        UPDATE records SET change_tag = $1, owner = $2, path = $3, type = $4, asset_id = $5, asset_size = $6,
+                           asset_sha256 = $7, deleted = $8, base_tag = $9, size = $10, sha256 = $11, mode = $12,
+                           modified_at = $13, device = $14, saved_at = $15, moved_from = $16, data = $17
+        WHERE change_tag = $18
+        """
+
+    public func modify(user: String, items: [CheckedRecord]) throws -> [StoreOutcome] {
+        if items.isEmpty { return [] }
+        let (outcomes, lastTag) = try pool.use { db in
+            try db.transaction {
+                // The user's lock orders their commits (see the type comment); held until COMMIT.
+                try Self.lockUser(db, user)
+                var lastTag: Int64?
+                let now = Clock.now()
+                var outcomes: [StoreOutcome] = []
+                outcomes.reserveCapacity(items.count)
+                for item in items {
+                    var record = item.record
+                    let current = try db.scalar("SELECT change_tag FROM records WHERE owner = $1 AND path = $2", user, record.path) ?? 0
+                    guard current == record.baseTag else {
+                        if current == 0 {
+                            outcomes.append(.conflict(Record(path: record.path, deleted: true, changeTag: 0)))
+                        } else {
+                            outcomes.append(.conflict(try Self.fetch(db, changeTag: current)))
+                        }
+                        continue
+                    }
+                    if !record.deleted, record.data == nil, record.asset == nil, let source = record.movedFrom {
+                        // A rename: the content is the source record's, copied here in this transaction.
+                        guard let copied = try Self.content(db, user: user, path: source), copied.sha256 == record.sha256,
+                              copied.size == record.size else {
+                            outcomes.append(.refused(Problem(.moveSourceGone, detail: "\(quoted(source)) does not hold the content of \(quoted(record.path)) any more; send it")))
+                            continue
+                        }
+                        record.data = copied.data
+                        record.asset = copied.asset
+                    }
+                    guard let tag = try db.scalar("SELECT nextval('change_tags')") else {
+                        throw RecordStoreError(path: db.database, message: "the change_tags sequence gave no value")
+                    }
+                    lastTag = tag
+                    record.changeTag = tag
+                    if record.deleted {
+                        record.data = nil
+                        record.asset = nil
+                    }
+                    let values: [any PGBindable] = [
+                        tag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
+                        record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
+                        record.device, now, record.deleted ? nil : record.movedFrom, record.data,
+                    ]
+                    try db.execute(current == 0 ? Self.insertSQL : Self.updateSQL, current == 0 ? values : values + [current])
+                    outcomes.append(.saved(record.withoutData))
+                }
+                if lastTag != nil {
+                    // Inside the transaction: PostgreSQL delivers it at commit, and only then.
+                    try db.execute("SELECT pg_notify($1, $2)", [PGChangeSignal.channel, user])
+                }
+                return (outcomes, lastTag)
+            }
+        }
+        if let lastTag { afterCommit?(user, lastTag) }
+        return outcomes
+    }
+
+    /// Takes `user`'s transaction lock: modifies and sweeps of one user one after the other.
+    private static func lockUser(_ db: PGConnection, _ user: String) throws(PostgresError) {
+        try db.execute("SELECT pg_advisory_xact_lock(\(userLockClass), hashtext($1))", [user])
+    }
+
+    /// Other servers on this database announce their commits through `NOTIFY` (`PGChangeSignal`).
+    public func changeSignal(logger: Logger) -> (any ChangeSignal)? { PGChangeSignal(url: url, logger: logger) }
+
+    // MARK: Reading
+
+    /// Columns read into a Record, `data` last, as in SQLite.
+    private static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from"
+
+    private static func record(_ rows: PGResult, _ row: Int, hasData: Bool) throws(PostgresError) -> Record {
+        var record = Record(path: try rows.text(row, 1), type: try rows.text(row, 2))
+        record.changeTag = try rows.int64(row, 0)
+        if let id = rows.optionalText(row, 3) {
+            record.asset = Asset(id: id, size: try rows.int64(row, 4), sha256: try rows.text(row, 5))
+        }
+        record.deleted = try rows.bool(row, 6)
+        record.baseTag = try rows.int64(row, 7)
+        record.size = try rows.int64(row, 8)
+        record.sha256 = try rows.text(row, 9)
+        record.mode = UInt32(truncatingIfNeeded: try rows.int64(row, 10))
+        record.modifiedAt = try rows.int64(row, 11)
+        record.device = try rows.text(row, 12)
+        record.movedFrom = rows.optionalText(row, 13)
+        if hasData { record.data = try rows.optionalBytes(row, 14) }
+        return record
+    }
+
+    /// The current content of a live record, for a move that copies it.
+    private static func content(_ db: PGConnection, user: String, path: String) throws(PostgresError) -> Record? {
+        let rows = try db.query("SELECT \(columns), data FROM records WHERE owner = $1 AND path = $2 AND NOT deleted", [user, path])
+        return rows.count == 0 ? nil : try record(rows, 0, hasData: true)
+    }
+
+    private static func fetch(_ db: PGConnection, changeTag: Int64) throws -> Record {
+        let rows = try db.query("SELECT \(columns), data FROM records WHERE change_tag = $1", [changeTag])
+        guard rows.count > 0 else {
+            throw RecordStoreError(path: db.database, message: "bug: record \(changeTag) vanished inside a transaction")
+        }
+        return try record(rows, 0, hasData: true)
+    }
+
+    /// Reads rows into a page: stops at `limit.records`, or once the data passes `limit.dataBytes`;
+    /// `more` says whether another row was there. The statement asks for one row more than the limit.
+    private static func page(_ db: PGConnection, _ sql: String, _ arguments: [any PGBindable], limit: PageLimit,
+                             hasData: Bool) throws(PostgresError) -> (records: [Record], more: Bool) {
+        let rows = try db.query(sql, arguments)
+        var records: [Record] = []
+        records.reserveCapacity(min(limit.records, rows.count))
+        var dataBytes = 0
+        for row in 0..<rows.count {
+            if records.count >= limit.records || dataBytes > limit.dataBytes { return (records, true) }
+            let record = try record(rows, row, hasData: hasData)
+            dataBytes += record.data?.count ?? 0
+            records.append(record)
+        }
+        return (records, false)
+    }
+
+    public func changes(user: String, after tag: Int64, limit: PageLimit) throws -> ChangeBatch {
+        try pool.use { db in
+            let (records, more) = try Self.page(
+                db, "SELECT \(Self.columns), data FROM records WHERE owner = $1 AND change_tag > $2 ORDER BY change_tag LIMIT $3",
+                [user, tag, limit.records + 1], limit: limit, hasData: true)
+            return ChangeBatch(records: records, lastTag: records.last?.changeTag ?? tag, more: more)
+        }
+    }
+
+    public func changes(user: String, after tag: Int64, limit: PageLimit, within prefix: String?) throws -> ChangeBatch {
+        guard let prefix else { return try changes(user: user, after: tag, limit: limit) }
+        return try pool.use { db in
+            // The same bytewise range as a look-up (see `records`), on the feed's order.
+            let (records, more) = try Self.page(
+                db, """
+                    SELECT \(Self.columns), data FROM records
+                    WHERE owner = $1 AND change_tag > $2 AND path >= $3 AND path < $4 AND (path = $3 OR path >= $5)
+                    ORDER BY change_tag LIMIT $6
+                    """,
+                [user, tag, prefix, prefix + "0", prefix + "/", limit.records + 1], limit: limit, hasData: true)
+            return ChangeBatch(records: records, lastTag: records.last?.changeTag ?? tag, more: more)
+        }
+    }
+
+    public func namesAsset(user: String, assetID: String, within prefix: String) throws -> Bool {
+        try pool.use { db in
+            try db.query("""
+                SELECT 1 FROM records WHERE owner = $1 AND asset_id = $2 AND NOT deleted
+                AND path >= $3 AND path < $4 AND (path = $3 OR path >= $5) LIMIT 1
+                """, [user, assetID, prefix, prefix + "0", prefix + "/"]).count > 0
+        }
+    }
+
+    public func records(user: String, prefix: String?, after: String?, limit: PageLimit, includeData: Bool) throws -> RecordListing {
+        let columns = includeData ? Self.columns + ", data" : Self.columns
+        return try pool.use { db in
+            let result: (records: [Record], more: Bool)
+            if let prefix {
+                // The bytewise range [prefix, prefix + "0") holds the prefix itself, everything below
+                // `prefix/` ('0' follows '/'), and siblings such as `prefix-x` that the second test drops.
+                result = try Self.page(
+                    db, """
+                        SELECT \(columns) FROM records
+                        WHERE owner = $1 AND path >= $2 AND path < $3 AND (path = $2 OR path >= $4) AND path > $5
+                        ORDER BY path LIMIT $6
+                        """,
+                    [user, prefix, prefix + "0", prefix + "/", after ?? "", limit.records + 1], limit: limit, hasData: includeData)
+            } else {
+                result = try Self.page(
+                    db, "SELECT \(columns) FROM records WHERE owner = $1 AND path > $2 ORDER BY path LIMIT $3",
+                    [user, after ?? "", limit.records + 1], limit: limit, hasData: includeData)
+            }
+            return RecordListing(records: result.records, more: result.more)
+        }
+    }
+
+    public func headTag(user: String) throws -> Int64 {
+        try pool.use { db in try db.scalar("SELECT max(change_tag) FROM records WHERE owner = $1", user) ?? 0 }
+    }
+
+    public func historyFloor() throws -> Int64 {
+        try pool.use { db in try db.scalar("SELECT value FROM meta WHERE key = 'history_floor'") ?? 0 }
+    }
+
+    public func sweepTombstones(savedBefore cutoff: Int64, limit: Int) throws -> TombstoneSweep {
+        try pool.use { db in
+            // User by user, each under the user's lock, as a modify takes it: a tombstone being replaced
+            // by a new save is not deleted under it.
+            let owners = try db.query("SELECT DISTINCT owner FROM records WHERE deleted AND saved_at < $1", [cutoff])
+            var removed = 0
+            var floor = try db.scalar("SELECT value FROM meta WHERE key = 'history_floor'") ?? 0
+            for row in 0..<owners.count where removed < limit {
+                let owner = try owners.text(row, 0)
+                let (count, highest) = try db.transaction { () throws -> (Int, Int64) in
+                    try Self.lockUser(db, owner)
+                    let gone = try db.query("""
+                        DELETE FROM records WHERE change_tag IN
+                            (SELECT change_tag FROM records WHERE owner = $1 AND deleted AND saved_at < $2 ORDER BY saved_at LIMIT $3)
+                        RETURNING change_tag
+                        """, [owner, cutoff, limit - removed])
+                    var highest: Int64 = 0
+                    for row in 0..<gone.count { highest = max(highest, try gone.int64(row, 0)) }
+                    // A change token at or above the highest tag removed has seen every removed tombstone.
+                    if gone.count > 0 {
+                        try db.execute("UPDATE meta SET value = GREATEST(value, $1) WHERE key = 'history_floor'", [highest])
+                    }
+                    return (gone.count, highest)
+                }
+                removed += count
+                floor = max(floor, highest)
+            }
+            return TombstoneSweep(removed: removed, floor: floor, more: removed == limit)
+        }
+    }
+
+    public func assetIDs() throws -> Set<String> {
+        try pool.use { db in
+            let rows = try db.query("SELECT DISTINCT asset_id FROM records WHERE asset_id IS NOT NULL")
+            var ids = Set<String>()
+            for row in 0..<rows.count { ids.insert(try rows.text(row, 0)) }
+            return ids
+        }
+    }
+
+    public func close() { pool.close() }
+}

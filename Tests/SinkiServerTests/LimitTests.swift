@@ -1,0 +1,95 @@
+import Foundation
+import SinkiRecord
+@testable import SinkiServer
+import SinkiSupport
+import SinkiTestSupport
+import Testing
+
+/// Per-token request rate and long-poll count, and the size limits on what a request may carry.
+@Suite struct LimitTests {
+    @Test func aTokenOverItsRateIsAnswered429WithRetryAfter() throws {
+        let fixture = try ServerFixture.withAccounts { configuration in
+            configuration.limits.requestsPerSecond = 0.5
+            configuration.limits.requestBurst = 3
+        }
+        let busy = try fixture.issue(user: "alice")
+        let calm = try fixture.issue(user: "alice", device: "other")
+        for _ in 0..<3 { #expect(try fixture.request("GET", Routes.changes, token: busy.secret).status == 200) }
+        let refused = try fixture.request("GET", Routes.changes, token: busy.secret)
+        #expect(refused.status == 429)
+        #expect(try refused.problem().code == "rate-limited")
+        let wait = try #require(refused.header("Retry-After").flatMap(Int.init))
+        #expect((1...2).contains(wait))
+        // Bodies are refused at once too, and the limit is the token's alone.
+        let modify = try fixture.request("POST", Routes.modify, token: busy.secret, headers: [("Content-Type", "application/json")],
+                                         body: ModifyRequest(records: [fileRecord("S/x", "x")]).jsonBytes)
+        #expect(modify.status == 429)
+        #expect(try fixture.request("GET", Routes.records, token: calm.secret).page().records.isEmpty)
+        try waitUntilSync("the bucket to refill", timeout: Double(wait) + 3, interval: 0.25) {
+            try fixture.request("GET", Routes.changes, token: busy.secret).status == 200
+        }
+    }
+
+    @Test func aTokenHoldsAtMostItsLongPolls() throws {
+        let fixture = try ServerFixture.withAccounts { $0.limits.maxLongPollsPerToken = 2 }
+        let alice = try fixture.issue(user: "alice")
+        let other = try fixture.issue(user: "alice", device: "other")
+        let start = try fixture.changes(token: alice.secret)
+        let polls = try (0..<2).map { _ -> TestConnection in
+            let poll = try fixture.connect()
+            try poll.send("GET", changesTarget(since: start.token, wait: 30), headers: [alice.header])
+            return poll
+        }
+        try waitUntilSync("two polls to park") { fixture.server.waitingLongPolls == 2 }
+        let third = try fixture.request("GET", changesTarget(since: start.token, wait: 30), token: alice.secret)
+        #expect(third.status == 429 && third.header("Retry-After") == "1")
+        #expect(try third.problem().code == "rate-limited")
+        // A poll without wait is no long-poll, and another token has its own count.
+        #expect(try fixture.request("GET", changesTarget(since: start.token), token: alice.secret).status == 200)
+        let otherPoll = try fixture.connect()
+        try otherPoll.send("GET", changesTarget(since: start.token, wait: 30), headers: [other.header])
+        try waitUntilSync("the other token's poll to park") { fixture.server.waitingLongPolls == 3 }
+        // Once one answers, its place is free again.
+        _ = try fixture.modify([fileRecord("S/x", "x")], token: alice.secret)
+        for poll in polls { #expect(try poll.receive(timeout: 5).status == 200) }
+        #expect(try otherPoll.receive(timeout: 5).status == 200)
+        try waitUntilSync("the polls to complete") { fixture.server.liveRequests == 0 }
+        let again = try fixture.connect()
+        try again.send("GET", changesTarget(since: start.token, wait: 30), headers: [alice.header])
+        #expect(try again.receive(timeout: 5).page().records.map(\.path) == ["S/x"])
+    }
+
+    @Test func oversizedAndMalformedBodiesAreRefused() throws {
+        let fixture = try ServerFixture.withAccounts { configuration in
+            configuration.limits.maxBodyBytes = 4096
+            configuration.limits.maxBatchRecords = 2
+        }
+        let alice = try fixture.issue(user: "alice")
+        let json = [("Content-Type", "application/json")]
+        let big = try fixture.request("POST", Routes.modify, token: alice.secret, headers: json,
+                                      body: ModifyRequest(records: [fileRecord("S/x", randomBytes(8000))]).jsonBytes)
+        #expect(try big.status == 413 && big.problem().code == "too-large")
+        let batch = try fixture.request("POST", Routes.modify, token: alice.secret, headers: json,
+                                        body: ModifyRequest(records: (0..<3).map { fileRecord("S/\($0)", "x") }).jsonBytes)
+        #expect(batch.status == 413)
+        for bad in ["{", "[]", #"{"records": 5}"#, "\u{0}", String(repeating: "[", count: 3000)] {
+            let response = try fixture.request("POST", Routes.modify, token: alice.secret, headers: json, body: Array(bad.utf8))
+            #expect(try response.status == 400 && response.problem().code == "bad-json", "\(bad.prefix(10))")
+        }
+        let untyped = try fixture.request("POST", Routes.modify, token: alice.secret, body: Array("{}".utf8))
+        #expect(untyped.status == 415)
+        #expect(try fixture.request("GET", "/v1/changes?limit=0", token: alice.secret).problem().code == "bad-request")
+        #expect(try fixture.request("GET", "/v1/records?path=../x", token: alice.secret).problem().code == "bad-path")
+        // Nothing of it was saved.
+        #expect(try fixture.changes(token: alice.secret).records.isEmpty)
+    }
+
+    @Test func headersOverTheConnectionsMemoryAreRefused() throws {
+        let fixture = try ServerFixture.withAccounts()
+        let alice = try fixture.issue(user: "alice")
+        let response = try fixture.request("GET", Routes.changes, token: alice.secret,
+                                           headers: [("X-Padding", String(repeating: "p", count: 600 * 1024))])
+        #expect([413, 431].contains(response.status), "\(response.status) \(response.text.prefix(200))")
+        #expect(try fixture.request("GET", Routes.changes, token: alice.secret).status == 200)
+    }
+}
