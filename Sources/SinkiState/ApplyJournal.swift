@@ -65,7 +65,8 @@ extension Replica {
         var recovered = 0
         try store.transaction {
             for record in entries {
-                guard let path = try? RecordPath(validating: record.path), let (root, relative) = locate(path) else { continue }
+                guard let recordPath = try? RecordPath(validating: record.path), let path = locate(recordPath) else { continue }
+                let (root, relative) = (path.root.index, path.relative)
                 let stat = try? safeRoots[root].stat(relative)
                 var row = try store.file(record.path) ?? KnownFile(path: record.path, kind: record.kind, present: false)
                 if record.deleted {

@@ -78,6 +78,12 @@ public enum ContentReader {
     /// system without them) the answer is no, and the quiet delay alone decides.
     public static func beingWritten(_ fd: Int32, modifiedAt: Int64) -> Bool {
         guard Clock.now() - modifiedAt < busyWindowNanoseconds else { return false }
+        return hasWriters(fd)
+    }
+
+    /// Whether any process has `fd`'s file open for writing (this one included), by asking for a read
+    /// lease and dropping it at once.
+    public static func hasWriters(_ fd: Int32) -> Bool {
         _ = ignoreLeaseBreaks
         if fcntl(fd, setLease, F_RDLCK) == 0 {
             _ = fcntl(fd, setLease, F_UNLCK)

@@ -126,9 +126,23 @@ enum DiskWriter {
             // A directory the server says is now a file: only an empty one gives way.
             if unlinkat(parent, name, AT_REMOVEDIR) != 0 { throw SystemError("rename", errno: EISDIR, path: parentPath + "/" + name) }
         } else if !sameEntry(now, expect) {
+            // Changed here since it was looked at: the caller decides again (a local edit is a conflict).
             throw SystemError("rename", errno: EAGAIN, path: parentPath + "/" + name)
+        } else if let now, now.kind == .file, openForWriting(parent: parent, name: name) {
+            // Unchanged so far, but a program has it open to write: replacing it now would lose what it
+            // writes next. It waits until the file is closed.
+            throw SystemError("rename", errno: ETXTBSY, path: parentPath + "/" + name)
         }
         try syscall("rename", path: parentPath + "/" + name) { renameat(sourceDirectory ?? parent, temp, parent, name) }
+    }
+
+    /// Whether another process has the file `name` open for writing: the kernel grants a read lease
+    /// only while nobody does (dropped at once). Where leases are not offered, the answer is no.
+    static func openForWriting(parent: Int32, name: String) -> Bool {
+        let fd = openat(parent, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return ContentReader.hasWriters(fd)
     }
 
     /// Whether what is on disk is still what was planned against (content identity, not ctime).
@@ -147,13 +161,26 @@ enum DiskWriter {
         return stat
     }
 
-    /// Creates directory `name` (or keeps the one there); returns its stat.
-    static func makeDirectory(parent: Int32, parentPath: String, name: String, mode: UInt32) throws(SystemError) -> FileStat {
+    /// Creates directory `name` (or keeps the one there); returns its stat. A file or symlink there is
+    /// replaced only when it still is `replacing` (the synced version the server's folder replaces);
+    /// `willRemove` runs right before it goes.
+    static func makeDirectory(parent: Int32, parentPath: String, name: String, mode: UInt32, replacing: FileStat? = nil,
+                              made: inout Bool, willRemove: () -> Void = {}) throws(SystemError) -> FileStat {
+        made = true
         if mkdirat(parent, name, mode_t(mode == 0 ? 0o755 : mode & 0o777)) != 0 {
+            made = false
             let code = errno
             guard code == EEXIST else { throw SystemError("mkdir", errno: code, path: parentPath + "/" + name) }
             let existing = try statEntry(parent: parent, parentPath: parentPath, name: name)
-            guard existing.kind == .directory else { throw SystemError("mkdir", errno: EEXIST, path: parentPath + "/" + name) }
+            if existing.kind != .directory {
+                guard let replacing, replacing.kind != .directory, sameEntry(existing, replacing) else {
+                    throw SystemError("mkdir", errno: EAGAIN, path: parentPath + "/" + name)
+                }
+                willRemove()
+                try syscall("unlink", path: parentPath + "/" + name) { unlinkat(parent, name, 0) }
+                try syscall("mkdir", path: parentPath + "/" + name) { mkdirat(parent, name, mode_t(mode == 0 ? 0o755 : mode & 0o777)) }
+                made = true
+            }
         }
         if mode != 0 {
             let fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)

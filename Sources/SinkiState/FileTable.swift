@@ -30,6 +30,8 @@ extension StateStore {
                 synced_sha256 = excluded.synced_sha256, synced_deleted = excluded.synced_deleted, moved_from = excluded.moved_from
             """, file.path, file.kind.code, file.present, file.size, file.mtime, file.ctime, UInt64(file.inode), file.mode,
             file.sha256, file.type, file.tag, file.syncedSHA256, file.syncedDeleted, file.movedFrom)
+        // A row that agrees with version N holds it or a newer one: an unapplied change up to N is settled.
+        if file.tag > 0 { try settleUnapplied(file.path, upTo: file.tag) }
     }
 
     public func removeFile(_ path: String) throws(SQLiteError) {
@@ -46,6 +48,16 @@ extension StateStore {
         return out
     }
 
+    /// Rows below root `root` with paths after `after` and up to `last` (to the root's end when nil),
+    /// in bytewise path order: one page of a full comparison with the server.
+    public func files(root: String, after: String, through last: String?) throws -> [KnownFile] {
+        var out: [KnownFile] = []
+        try database.query("""
+            SELECT \(Self.fileColumns) FROM files WHERE path >= ? AND path < ? AND path > ? AND path <= ? ORDER BY path
+            """, root + "/", root + "0", after, last ?? root + "0") { out.append(Self.readFile($0)) }
+        return out
+    }
+
     /// Rows present on disk at `path` or below, keyed by path (for reconciling a scan).
     public func presentFiles(under path: String) throws -> [String: KnownFile] {
         var out: [String: KnownFile] = [:]
@@ -57,11 +69,6 @@ extension StateStore {
             out[file.path] = file
         }
         return out
-    }
-
-    /// Whether a pending move names `path` as its source (its tombstone must wait for that save).
-    public func isPendingMoveSource(_ path: String) throws(SQLiteError) -> Bool {
-        try database.scalar("SELECT 1 FROM files f JOIN outbox o ON o.path = f.path WHERE f.moved_from = ? LIMIT 1", path) != nil
     }
 
     /// Counts of files present, and their bytes, below a root.

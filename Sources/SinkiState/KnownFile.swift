@@ -18,7 +18,9 @@ public struct KnownFile: Sendable, Equatable {
     public var type: String
     /// changeTag of the last version both sides shared; 0 when never synced.
     public var tag: Int64
-    /// Content hash of that shared version (nil: never synced).
+    /// Content hash of that shared version (nil: never synced). For a shared tombstone: the content
+    /// the delete removed, as known here (nil when unknown), so that a rename of that very content
+    /// elsewhere can be recognised as a rename of what was deleted.
     public var syncedSHA256: String?
     public var syncedDeleted: Bool
     /// This content was renamed here from that path and the server has not taken it yet: the push
@@ -85,9 +87,10 @@ public struct KnownFile: Sendable, Equatable {
 
     /// Records that the server now holds `record` as the shared version.
     public mutating func agree(with record: Record) {
+        // A tombstone keeps the hash of the version it deleted (see `syncedSHA256`).
+        syncedSHA256 = record.deleted ? (syncedDeleted || tag == 0 ? nil : syncedSHA256) : record.sha256
         tag = record.changeTag
         syncedDeleted = record.deleted
-        syncedSHA256 = record.deleted ? nil : record.sha256
         if !record.deleted { type = record.type }
     }
 }

@@ -16,6 +16,21 @@ public struct OutboxEntry: Sendable, Equatable {
     public var sentDeleted = false
 }
 
+/// Where a walk through the outbox in push order stands: just after the entry queued at `queuedAt`
+/// for `path` (keyset pagination: the next page starts there, whatever was removed meanwhile).
+public struct OutboxPosition: Sendable, Equatable {
+    public var queuedAt: Int64
+    public var path: String
+    public static let start = OutboxPosition(queuedAt: .min, path: "")
+
+    public init(queuedAt: Int64, path: String) {
+        self.queuedAt = queuedAt
+        self.path = path
+    }
+
+    public init(after entry: OutboxEntry) { self.init(queuedAt: entry.queuedAt, path: entry.path) }
+}
+
 /// Queries on the outbox table.
 extension StateStore {
     /// Queues (or re-queues) a local change; a re-queued entry gets a new generation.
@@ -50,39 +65,58 @@ extension StateStore {
                            sentDeleted: statement.bool(6))
     }
 
-    /// Entries ready to send, oldest first, skipping `excluding` (already in flight) and entries
-    /// the server refused (they wait for `sinkid retry`).
-    public func outbox(limit: Int, excluding: Set<String>) throws -> [OutboxEntry] {
-        var out: [OutboxEntry] = []
-        try database.query("SELECT path, queued_at, generation, attempts, last_error FROM outbox WHERE last_error IS NULL ORDER BY queued_at, path LIMIT ?",
-                           limit + excluding.count) { row in
-            let path = row.text(0)
-            if excluding.contains(path) { return }
-            if out.count < limit {
-                out.append(OutboxEntry(path: path, queuedAt: row.int64(1), generation: row.int64(2),
-                                       attempts: row.int(3), lastError: row.optionalText(4)))
-            }
-        }
-        return out
-    }
-
-    /// Like `outbox(limit:excluding:)`, with each entry's files row (nil when it has none), in one query.
-    /// A path whose conflict waits for `sinkid resolve` is held back: pushed, it would only be refused
-    /// as stale and asked about again.
-    public func outboxWithFiles(limit: Int, excluding: Set<String>) throws -> [(OutboxEntry, KnownFile?)] {
+    /// The outbox in push order (oldest first, then by path) from just after `position`, each entry
+    /// with its files row (nil when it has none), at most `limit` of them. Left out: entries the
+    /// server refused (they wait for `sinkid retry`), paths whose conflict waits for `sinkid resolve`
+    /// (pushed, they would only be refused as stale and asked about again), and entries held back
+    /// behind others (`heldBack`). The query walks `outbox_order` from `position` and stops
+    /// after `limit` rows: its cost follows the page, not the table.
+    public func outboxPage(after position: OutboxPosition, limit: Int) throws -> [(OutboxEntry, KnownFile?)] {
         var out: [(OutboxEntry, KnownFile?)] = []
         let columns = Self.fileColumns.split(separator: ",").map { "f." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")
         try database.query("""
             SELECT o.path, o.queued_at, o.generation, o.attempts, o.last_error, f.path IS NOT NULL, \(columns)
             FROM outbox o LEFT JOIN files f ON f.path = o.path
-            WHERE o.last_error IS NULL AND NOT EXISTS (SELECT 1 FROM conflicts c WHERE c.path = o.path)
+            WHERE o.last_error IS NULL AND (o.queued_at, o.path) > (?, ?)
+              AND NOT EXISTS (SELECT 1 FROM conflicts c WHERE c.path = o.path)
+              AND NOT (\(Self.heldBack))
             ORDER BY o.queued_at, o.path LIMIT ?
-            """, limit + excluding.count) { row in
-            let path = row.text(0)
-            if excluding.contains(path) || out.count >= limit { return }
-            let entry = OutboxEntry(path: path, queuedAt: row.int64(1), generation: row.int64(2), attempts: row.int(3),
+            """, position.queuedAt, position.path, limit) { row in
+            let entry = OutboxEntry(path: row.text(0), queuedAt: row.int64(1), generation: row.int64(2), attempts: row.int(3),
                                     lastError: row.optionalText(4))
             out.append((entry, row.bool(5) ? Self.readFile(row, offset: 6) : nil))
+        }
+        return out
+    }
+
+    /// Whether outbox entry `o` (files row `f`) must wait for other entries to be accepted first:
+    /// - a rename's old path keeps its content on the server until the new path (whose row names it
+    ///   in `moved_from`) has copied it;
+    /// - a directory's tombstone waits for those of its contents, or a peer that got it first could not
+    ///   remove the directory and would keep it;
+    /// - a file (or link) where a directory was waits for the tombstones of what was in it, so that a
+    ///   peer finds the directory empty when the file comes to replace it.
+    /// Each look-up is an index search (`files_moved_from`, the outbox's primary key).
+    static let heldBack = """
+        (f.present IS 0 AND EXISTS (SELECT 1 FROM files m JOIN outbox mo ON mo.path = m.path WHERE m.moved_from = o.path))
+        OR ((f.present IS 0 OR f.kind IN (0, 2))
+            AND EXISTS (SELECT 1 FROM outbox b WHERE b.path >= o.path || '/' AND b.path < o.path || '0'))
+        """
+
+    /// Entries held back (`heldBack`) that could otherwise be sent, up to `limit`, with the entry each
+    /// waits for; for saying why a push has nothing to send while entries wait.
+    public func heldEntries(limit: Int) throws -> [(path: String, waitsFor: String)] {
+        var out: [(path: String, waitsFor: String)] = []
+        try database.query("""
+            SELECT o.path, coalesce(
+                (SELECT m.path FROM files m JOIN outbox mo ON mo.path = m.path WHERE m.moved_from = o.path LIMIT 1),
+                (SELECT b.path FROM outbox b WHERE b.path >= o.path || '/' AND b.path < o.path || '0' LIMIT 1))
+            FROM outbox o JOIN files f ON f.path = o.path
+            WHERE o.last_error IS NULL AND NOT EXISTS (SELECT 1 FROM conflicts c WHERE c.path = o.path)
+              AND (\(Self.heldBack))
+            ORDER BY o.queued_at, o.path LIMIT ?
+            """, limit) { row in
+            out.append((row.text(0), row.optionalText(1) ?? ""))
         }
         return out
     }
@@ -98,4 +132,11 @@ extension StateStore {
     }
 
     public var outboxCount: Int { (try? database.scalar("SELECT count(*) FROM outbox")).map { Int($0) } ?? 0 }
+
+    /// Whether anything waits to be sent (refused entries wait for `sinkid retry`, not counted): one
+    /// row looked at, however long the outbox.
+    public var hasEntriesToSend: Bool { (try? database.scalar("SELECT EXISTS (SELECT 1 FROM outbox WHERE last_error IS NULL)")) == 1 }
+
+    /// Whether any remote change waits to be applied.
+    public var hasUnapplied: Bool { (try? database.scalar("SELECT EXISTS (SELECT 1 FROM unapplied)")) == 1 }
 }

@@ -3,7 +3,6 @@ import SinkiLoop
 import SinkiRecord
 import SinkiSupport
 import SinkiWatch
-import CSystemShim
 
 /// A remote change that reached the disk (for observers and `sinkid watch`).
 public struct AppliedChange: Sendable, Equatable {
@@ -23,157 +22,265 @@ public struct ApplyReport: Sendable {
     public var applied: [AppliedChange] = []
     /// Remote changes over local edits not yet accepted by the server: for the merge rules.
     public var conflicts: [Conflict] = []
-    /// Records refused by the safety floor, with why.
-    public var refused: [String] = []
+    /// Records that could not be applied; each is kept in the `unapplied` table with why.
+    public var notApplied: [String] = []
     /// Records whose content is not inline (an asset, or data left out of the feed): fetch, then
-    /// apply again.
+    /// apply again. They are kept as not applied until then.
     public var needContent: [Record] = []
     /// Records for paths ignored here (kept on the server, not applied).
     public var ignored = 0
     /// Entries found in directories this apply created that it did not write: local files to look at.
-    public var toCheck: [(root: Int, relative: String)] = []
+    public var toCheck: [LocalPath] = []
     public init() {}
+
+    /// Adds what another report found.
+    public mutating func absorb(_ other: ApplyReport) {
+        applied += other.applied
+        conflicts += other.conflicts
+        notApplied += other.notApplied
+        needContent += other.needContent
+        ignored += other.ignored
+        toCheck += other.toCheck
+    }
 }
 
 /// One planned disk operation of a batch.
 struct PlannedWrite: Sendable {
-    enum Action: Sendable { case write, symlink, mkdir, delete, adopt, rename }
+    enum Action: Sendable, Equatable { case write, symlink, mkdir, delete, adopt, rename }
     var action: Action
     var record: Record
-    var root: Int
-    var relative: String
+    var path: LocalPath
     /// What was at the path when planned (nil: nothing), checked again right before replacing it.
     var expect: FileStat?
     var row: KnownFile?
     /// The observer event to report instead of changed/deleted (a conflict or merge result).
     var event: AppliedChange.Event?
     /// For a rename: the local path (below the same root) whose unchanged content becomes this one.
-    var source: String?
+    var source: LocalPath?
     var sourceRow: KnownFile?
 }
 
+/// A decision that needs no disk write, recorded with the batch: a hold, a conflict, a rebase.
+private struct Settled {
+    var decision: ApplyDecision
+    var facts: ApplyFacts
+}
+
 extension Replica {
-    /// Applies remote records: clean paths are written (temporary file, rename), the batch is made
-    /// durable with one `syncfs`, then recorded in the database together with `token`. Paths with
-    /// a local change the server has not accepted come back as conflicts; nothing is overwritten.
-    public func apply(_ records: [Record], token: String?) throws -> ApplyReport {
+    /// Applies remote records in three steps: each is decided on its own (`ApplyDecision.decide`, from
+    /// the row and the disk as they are now), the writes are carried out (temporary file, rename, one
+    /// `syncfs` per root), and every outcome is recorded in one transaction together with `token`:
+    /// a record is then applied, adopted, handed to the merge rules, or kept as not applied with why.
+    /// Nothing the token moves past is lost. Writes that failed because the disk moved under them
+    /// (a local edit, a folder removed, a rename's source gone) are decided again at once.
+    /// `unavailable` names records whose content could not be fetched, with why.
+    public func apply(_ records: [Record], token: String?, unavailable: [String: ApplyFailure] = [:]) throws -> ApplyReport {
         var report = ApplyReport()
-        var plans: [PlannedWrite] = []
-        var seen = Set<String>()
         let started = Clock.monotonic()
         // The feed holds each path once; if a page somehow repeats one, the later version wins.
-        for record in records.reversed() where seen.insert(record.path).inserted {
-            if let plan = try plan(record, into: &report) { plans.append(plan) }
-        }
-        plans.reverse()
-        let planned = Clock.monotonic()
-        let executed = try writeRecorded(plans, report: &report) {
+        var seen = Set<PathKey>()
+        let latest = records.reversed().filter { seen.insert(PathKey($0.path)).inserted }.reversed()
+        var retry = try applyOnce(Array(latest), allowRename: true, unavailable: unavailable, report: &report) {
             if let token { try store.setMeta(MetaKey.feedToken, token) }
         }
-        let committed = Clock.monotonic()
-        func ms(_ from: Int64, _ to: Int64) -> String { String((to - from) / 1_000_000) }
-        logger.debug("apply \(records.count): plan \(ms(started, planned)) ms, write+sync \(ms(planned, executed)) ms, commit \(ms(executed, committed)) ms")
+        if !retry.isEmpty {
+            logger.info("\(retry.count) remote change(s) met a disk that moved under them; deciding them again")
+            retry = try applyOnce(retry, allowRename: false, unavailable: unavailable, report: &report) {}
+        }
+        logger.debug("apply \(records.count): \((Clock.monotonic() - started) / 1_000_000) ms")
         return report
+    }
+
+    /// One round of decide, write, record. Returns the records whose write failed in a way that a
+    /// fresh look may settle; they are already kept as not applied, so the caller may stop here.
+    private func applyOnce(_ records: [Record], allowRename: Bool, unavailable: [String: ApplyFailure], report: inout ApplyReport,
+                           alongside: () throws -> Void) throws -> [Record] {
+        var plans: [PlannedWrite] = []
+        var settled: [Settled] = []
+        var batch: [PathKey: Record] = [:]
+        for record in records { batch[PathKey(record.path)] = record }
+        for record in records {
+            var facts = try gatherFacts(record, allowRename: allowRename, batch: batch)
+            facts.contentFailure = unavailable[record.path]
+            let decision = ApplyDecision.decide(facts)
+            if let plan = plannedWrite(decision, facts) { plans.append(plan) } else { settled.append(Settled(decision: decision, facts: facts)) }
+        }
+        var again: [Record] = []
+        var settledReport = ApplyReport()
+        try writeRecorded(plans, report: &report, again: &again) {
+            for item in settled { try recordSettled(item, report: &settledReport) }
+            try alongside()
+        }
+        report.absorb(settledReport)
+        return again
     }
 
     /// Carries out `plans`: noted in the journal first (a kill mid-way is recognised on restart), written
     /// and made durable, then their outcome recorded in one transaction with `alongside`; the bases of
-    /// what was written are kept. Returns when the writes were durable, for the apply's timing line.
-    @discardableResult
-    func writeRecorded(_ plans: [PlannedWrite], report: inout ApplyReport, alongside: () throws -> Void = {}) throws -> Int64 {
+    /// what was written are kept. Records whose write failed in a way a fresh look may settle are added
+    /// to `again`.
+    func writeRecorded(_ plans: [PlannedWrite], report: inout ApplyReport, again: inout [Record],
+                       alongside: () throws -> Void = {}) throws {
         let journaled = plans.filter { $0.action != .adopt }.map(\.record)
         try journal(journaled)
         let results = try execute(plans, report: &report)
-        let executed = Clock.monotonic()
         try store.transaction {
             for (plan, result) in zip(plans, results) {
+                if case let .failed(failure) = result, failure.decidesAgain { again.append(plan.record) }
                 try record(plan, result: result, report: &report)
             }
             try store.clearJournal(journaled.map(\.path))
             try alongside()
         }
         keepBases(plans, results)
-        return executed
     }
 
-    /// Decides what to do with one record, or files it as refused, conflicting or needing content.
-    private func plan(_ record: Record, into report: inout ApplyReport) throws -> PlannedWrite? {
-        let path: RecordPath
-        do { path = try RecordPath(validating: record.path) } catch {
-            logger.error("refusing remote record: \(error)")
-            report.refused.append(record.path)
-            return nil
+    /// `writeRecorded` for callers that do not decide again (conflict outcomes: the next look does).
+    func writeRecorded(_ plans: [PlannedWrite], report: inout ApplyReport) throws {
+        var ignoredAgain: [Record] = []
+        try writeRecorded(plans, report: &report, again: &ignoredAgain)
+    }
+
+    // MARK: Gathering the facts
+
+    /// The facts `ApplyDecision.decide` needs about one record, read from the database and the disk.
+    /// A change on disk the watcher has not reported yet is taken in first, so that it counts as the
+    /// local edit it is.
+    func gatherFacts(_ record: Record, allowRename: Bool = true, batch: [PathKey: Record] = [:]) throws -> ApplyFacts {
+        var facts = ApplyFacts(record: record)
+        let recordPath: RecordPath
+        do { recordPath = try RecordPath(validating: record.path) } catch {
+            facts.invalid = "refusing remote record: \(error)"
+            return facts
         }
-        guard let (root, relative) = locate(path) else { return nil }
-        if isIgnored(root: root, relative: relative, isDirectory: record.kind == .directory) {
-            report.ignored += 1
-            return nil
+        guard let path = locate(recordPath) else { return facts }
+        facts.path = path
+        if isIgnored(root: path.root.index, relative: path.relative, isDirectory: record.kind == .directory) {
+            facts.ignored = true
+            return facts
         }
         var row = try store.file(record.path)
-        if let row, record.changeTag > 0, row.tag >= record.changeTag { return nil }
-        let stat: FileStat?
-        do { stat = try safeRoots[root].stat(relative) } catch {
-            logger.error("refusing remote record \(quoted(record.path)): \(error)")
-            report.refused.append(record.path)
-            return nil
+        facts.row = row
+        if let row, row.holds(record) { return facts }
+        var stat: FileStat?
+        do { stat = try safeRoots[path.root.index].stat(path.relative) } catch {
+            facts.blocked = ApplyFailure.from(error)
+            return facts
         }
-        // Something changed on disk that the watcher has not reported yet: take it in first, so
-        // that it counts as the local edit it is.
-        let onDisk = stat.map { $0.kind != .special } ?? false
-        let rowMatches: Bool
-        if let row { rowMatches = row.present ? (stat.map { row.matches($0) } ?? false) : !onDisk } else { rowMatches = !onDisk }
-        if !rowMatches {
-            _ = try absorb([Observation(root: root, relative: relative, path: record.path, stat: onDisk ? stat : nil, known: row)])
+        if let found = stat, found.kind == .special {
+            facts.blocked = ApplyFailure(.blocked, "\(quoted(roots[path.root.index].path + "/" + path.relative)) is a fifo, socket or device")
+            return facts
+        }
+        if !agrees(row, stat) {
+            let observed = try absorb([Observation(root: path.root.index, relative: path.relative, path: record.path, stat: stat, known: row)])
+            facts.busy = observed.busy > 0
             row = try store.file(record.path)
+            facts.row = row
+            if let row, row.holds(record) { return facts }
         }
-        let pending = try store.outboxEntry(record.path) != nil
-        if pending, var local = row {
-            if sameContent(local, record) {
-                return PlannedWrite(action: .adopt, record: record, root: root, relative: relative, expect: stat, row: local)
+        facts.disk = stat
+        facts.queued = try row != nil && hasLocalChange(at: record.path, for: record, disk: stat)
+        facts.ownPush = try facts.queued && isOwnUnacknowledgedPush(record)
+        facts.contentHere = hasContent(record)
+        if stat == nil, !facts.queued {
+            facts.movedSourceDeletedHere = try movedSourceDeletedHere(record, at: path)
+            if allowRename, !facts.movedSourceDeletedHere { facts.renameSource = try renameSource(for: record, at: path, batch: batch) }
+        }
+        return facts
+    }
+
+    /// Whether the path has a local change the server has not accepted: its own outbox entry, or, for a
+    /// folder here that the record makes a file, changes below it (the folder holds local work).
+    func hasLocalChange(at path: String, for record: Record, disk: FileStat?) throws -> Bool {
+        if try store.outboxEntry(path) != nil { return true }
+        guard disk?.kind == .directory, record.kind != .directory, !record.deleted else { return false }
+        return try store.hasOutbox(below: path)
+    }
+
+    /// Whether `record` renames to its path a path whose same content was deleted here and not yet
+    /// sent (seen now if the watcher has not reported it yet): then the delete goes with the rename.
+    private func movedSourceDeletedHere(_ record: Record, at path: LocalPath) throws -> Bool {
+        guard !record.deleted, let moved = record.movedFrom, let movedPath = try? RecordPath(validating: moved),
+              let source = locate(movedPath), source.root == path.root, source != path,
+              var row = try store.file(moved), row.tag > 0, row.kind == record.kind,
+              record.kind == .directory || row.syncedSHA256 == record.sha256 else { return false }
+        if row.present {
+            let stat = entry(root: source.root.index, relative: source.relative)
+            guard stat == nil else { return false }
+            _ = try absorb([Observation(root: source.root.index, relative: source.relative, path: moved, stat: nil, known: row)])
+            guard let now = try store.file(moved) else { return false }
+            row = now
+        }
+        // Deleted here: not sent yet, or sent and accepted after the other side renamed it.
+        return try !row.present && (row.syncedDeleted || store.outboxEntry(moved) != nil)
+    }
+
+    /// The plan for a decision that writes (or adopts); nil for the others.
+    private func plannedWrite(_ decision: ApplyDecision, _ facts: ApplyFacts) -> PlannedWrite? {
+        guard let path = facts.path else { return nil }
+        switch decision {
+        case .adopt:
+            return PlannedWrite(action: .adopt, record: facts.record, path: path, expect: facts.disk, row: facts.row)
+        case let .write(action):
+            var plan = PlannedWrite(action: action, record: facts.record, path: path, expect: facts.disk, row: facts.row)
+            if action == .rename, let source = facts.renameSource {
+                plan.source = source
+                plan.sourceRow = try? store.file(recordPath(source))
             }
-            if try isOwnUnacknowledgedPush(record) {
-                // Our own save, whose answer was lost: it is the base now; the local change stays queued.
-                local.agree(with: record)
-                try store.saveFile(local)
-                return nil
-            }
-            report.conflicts.append(Conflict(local: local, remote: record))
+            return plan
+        default:
             return nil
-        }
-        if record.deleted {
-            return PlannedWrite(action: .delete, record: record, root: root, relative: relative, expect: stat, row: row)
-        }
-        if stat == nil, let rename = try renamePlan(record, root: root, relative: relative, row: row) { return rename }
-        switch record.kind {
-        case .directory:
-            return PlannedWrite(action: .mkdir, record: record, root: root, relative: relative, expect: stat, row: row)
-        case .symlink, .file:
-            if let row, row.present, stat != nil, row.sha256 == record.sha256, row.kind == record.kind, !record.sha256.isEmpty {
-                // Same content already here (both sides made it): agree without writing.
-                return PlannedWrite(action: .adopt, record: record, root: root, relative: relative, expect: stat, row: row)
-            }
-            if !hasContent(record) {
-                report.needContent.append(record)
-                return nil
-            }
-            return PlannedWrite(action: record.kind == .symlink ? .symlink : .write, record: record, root: root,
-                                relative: relative, expect: stat, row: row)
         }
     }
 
-    /// A record renamed from a path that is here, unchanged and settled: rename it locally instead of
-    /// writing the content again (a directory moves with everything in it).
-    func renamePlan(_ record: Record, root: Int, relative: String, row: KnownFile?) throws -> PlannedWrite? {
-        guard !record.deleted, let source = record.movedFrom, let sourcePath = try? RecordPath(validating: source),
-              let (sourceRoot, sourceRelative) = locate(sourcePath), sourceRoot == root, sourceRelative != relative,
-              !relative.hasPrefix(sourceRelative + "/"),
-              let sourceRow = try store.file(source), sourceRow.present, sourceRow.kind == record.kind,
+    /// A local path the record was renamed from that is here, unchanged and settled: it is renamed
+    /// locally instead of writing the content again (a directory moves with everything in it).
+    ///
+    /// A folder is renamed whole only if nothing in it here is another version than the one the batch
+    /// brings for its new path (a file changed here since the other side renamed the folder stays where
+    /// it is, and its new path gets the other side's version); what the batch says nothing of goes along.
+    func renameSource(for record: Record, at path: LocalPath, batch: [PathKey: Record] = [:]) throws -> LocalPath? {
+        guard !record.deleted, let moved = record.movedFrom, let movedPath = try? RecordPath(validating: moved),
+              let source = locate(movedPath), source.root == path.root, source != path,
+              !path.isWithin(source),
+              let sourceRow = try store.file(moved), sourceRow.present, sourceRow.kind == record.kind,
               record.kind == .directory || sourceRow.sha256 == record.sha256,
-              try store.outboxEntry(source) == nil,
-              try record.kind != .directory || !store.hasOutbox(below: source),
-              let sourceStat = try? safeRoots[root].stat(sourceRelative), sourceRow.matches(sourceStat) else { return nil }
-        return PlannedWrite(action: .rename, record: record, root: root, relative: relative, expect: nil, row: row,
-                            source: sourceRelative, sourceRow: sourceRow)
+              // The version the other side renamed, not one written at the source after its rename.
+              record.changeTag == 0 || sourceRow.tag < record.changeTag,
+              try store.outboxEntry(moved) == nil,
+              try record.kind != .directory || !store.hasOutbox(below: moved),
+              let sourceStat = try? safeRoots[source.root.index].stat(source.relative), sourceRow.matches(sourceStat) else { return nil }
+        if record.kind == .directory {
+            // Everything in it must be synced, unchanged on disk, and moved by the batch as the same
+            // version: a file made or changed here, or one the other side did not know of, stays at its
+            // path, which is where its writer put it; the rest of the folder then moves file by file.
+            let targetPrefix = record.path
+            // Something the batch itself writes into the old folder is newer than the rename.
+            for other in batch.values where !other.deleted && PathText.isWithin(other.path, moved) && !PathText.same(other.path, moved) {
+                return nil
+            }
+            var rows: [PathKey: KnownFile] = [:]
+            for row in try store.files(under: moved) where row.present && row.path != moved {
+                guard row.tag > 0, !row.hasLocalChange,
+                      let brought = batch[PathKey(targetPrefix + row.path.dropFirst(moved.count))],
+                      !brought.deleted, brought.kind == row.kind, row.kind == .directory || brought.sha256 == row.sha256,
+                      row.tag < brought.changeTag || brought.changeTag == 0,
+                      brought.movedFrom.map({ PathText.same($0, row.path) }) ?? false else { return nil }
+                rows[PathKey(row.path)] = row
+            }
+            // What is on disk in it, the watcher's news not waited for: nothing new, nothing changed.
+            let safeRoot = safeRoots[source.root.index]
+            guard let walk = try? Self.walkTree(safeRoot, root: source.root.index, relative: source.relative, inotify: nil,
+                                                rules: ignores[source.root.index], logger: logger).report,
+                  walk.special.isEmpty, walk.invalidNames.isEmpty else { return nil }
+            var onDisk = 0
+            for found in walk.entries where !TempNames.isTemporary(SafeRoot.name(of: found.relative)) {
+                onDisk += 1
+                guard let row = rows[PathKey(recordPath(LocalPath(source.root, found.relative)))], row.matches(found.stat) else { return nil }
+            }
+            guard onDisk == rows.count else { return nil }
+        }
+        return source
     }
 
     /// Whether `remote` is what this agent last pushed for its path (the server took it, the answer
@@ -185,306 +292,123 @@ extension Replica {
     }
 
     /// Whether the local row and a remote record hold the same thing.
-    func sameContent(_ local: KnownFile, _ remote: Record) -> Bool {
-        if !local.present { return remote.deleted }
-        if remote.deleted { return false }
-        if local.kind != remote.kind { return false }
-        return local.kind == .directory || local.sha256 == remote.sha256
+    func sameContent(_ local: KnownFile, _ remote: Record) -> Bool { local.sameContent(as: remote) }
+
+    // MARK: Recording
+
+    /// Records a decision that wrote nothing (inside the batch transaction).
+    private func recordSettled(_ item: Settled, report: inout ApplyReport) throws {
+        let record = item.facts.record
+        switch item.decision {
+        case .skip:
+            // Here already, or no longer a path synced here: nothing of it is left to apply.
+            if let row = item.facts.row, item.facts.path != nil {
+                try store.settleUnapplied(record.path, upTo: row.tag)
+            } else {
+                try store.dropUnapplied(record.path)
+            }
+        case .ignored:
+            report.ignored += 1
+            try store.dropUnapplied(record.path)
+        case let .hold(failure):
+            try keepNotApplied(record, failure, report: &report)
+        case .rebase:
+            // Our own save, whose answer was lost: it is the base now; the local change stays queued.
+            guard var local = item.facts.row else { return }
+            local.agree(with: record)
+            try store.saveFile(local)
+        case .conflict:
+            guard let local = item.facts.row else { return }
+            report.conflicts.append(Conflict(local: local, remote: record))
+            // Until its rule has settled it, the version is kept like any change not yet applied.
+            try keepNotApplied(record, ApplyFailure(.conflict, "a local change meets this version; its merge rule settles it"),
+                               report: &report, quiet: true)
+        case .fetchContent:
+            report.needContent.append(record)
+            try keepNotApplied(record, ApplyFailure(.contentMissing, "its content is fetched first"), report: &report, quiet: true)
+        case .followLocalDelete:
+            var row = item.facts.row ?? KnownFile(path: record.path, kind: record.kind, present: false)
+            row.kind = record.kind
+            row.type = record.type
+            row.present = false
+            row.sha256 = ""
+            row.agree(with: record)
+            try store.saveFile(row)
+            try store.enqueue(row.path)
+            logger.info("\(quoted(record.path)) was renamed from \(quoted(record.movedFrom ?? "?")) elsewhere, which was deleted here: the delete follows it")
+        case .adopt, .write:
+            break
+        }
     }
 
-    /// The outcome of one planned operation.
-    enum WriteResult: Sendable {
-        case done(FileStat?)
-        /// A directory kept because it still holds something.
-        case kept
-        case failed(String)
-    }
-
-    /// Runs the planned operations (directories first, files on every core, deletes deepest first),
-    /// then one `syncfs` per root touched.
-    func execute(_ plans: [PlannedWrite], report: inout ApplyReport) throws -> [WriteResult] {
-        var results = [WriteResult](repeating: .done(nil), count: plans.count)
-        var parents: [String: FileDescriptor] = [:]
-        var madeDirectories: [(Int, String)] = []
-        func parent(_ plan: PlannedWrite) throws(SafeRootError) -> FileDescriptor {
-            let key = "\(plan.root)/" + SafeRoot.folderPrefix(of: plan.relative)
-            if let open = parents[key] { return open }
-            var made: [String] = []
-            let echoes = self.echoes
-            let opened = try safeRoots[plan.root].openParent(of: plan.relative, create: !plan.record.deleted, made: &made) { directory in
-                echoes?.expect(root: plan.root, relative: directory, .directoryMade)
-            }
-            for directory in made { madeDirectories.append((plan.root, directory)) }
-            parents[key] = opened
-            return opened
-        }
-        func name(_ plan: PlannedWrite) -> String { SafeRoot.name(of: plan.relative) }
-        let order = plans.indices.sorted { a, b in
-            let left = plans[a], right = plans[b]
-            func rank(_ action: PlannedWrite.Action) -> Int {
-                switch action {
-                case .adopt: return 0
-                case .mkdir, .rename: return 1
-                case .write, .symlink: return 2
-                case .delete: return 3
-                }
-            }
-            if rank(left.action) != rank(right.action) { return rank(left.action) < rank(right.action) }
-            if left.action == .delete { return left.relative.utf8.count > right.relative.utf8.count }
-            if left.action == .mkdir || left.action == .rename { return left.relative.utf8.count < right.relative.utf8.count }
-            return a < b
-        }
-        // Parents are opened here, on this executor; the writes themselves fan out below.
-        struct FileJob: Sendable {
-            var index: Int
-            var parent: Int32
-            var parentPath: String
-            var name: String
-        }
-        var fileJobs: [FileJob] = []
-        var touchedRoots = Set<Int>()
-        let startedWrites = Clock.monotonic()
-        for index in order {
-            let plan = plans[index]
-            do throws(SafeRootError) {
-                switch plan.action {
-                case .adopt:
-                    continue
-                case .mkdir:
-                    let directory = try parent(plan)
-                    touchedRoots.insert(plan.root)
-                    let fresh = plan.expect == nil
-                    if fresh { echoes?.expect(root: plan.root, relative: plan.relative, .directoryMade) }
-                    do {
-                        results[index] = .done(try DiskWriter.makeDirectory(parent: directory.raw, parentPath: directory.path,
-                                                                           name: name(plan), mode: plan.record.mode))
-                        if fresh { madeDirectories.append((plan.root, plan.relative)) }
-                    } catch {
-                        if fresh { echoes?.cancel(root: plan.root, relative: plan.relative, .directoryMade) }
-                        results[index] = .failed("\(error)")
-                    }
-                case .write, .symlink:
-                    let directory = try parent(plan)
-                    touchedRoots.insert(plan.root)
-                    fileJobs.append(FileJob(index: index, parent: directory.raw, parentPath: directory.path, name: name(plan)))
-                case .rename:
-                    let directory = try parent(plan)
-                    touchedRoots.insert(plan.root)
-                    results[index] = renameLocally(plan, into: directory, name: name(plan))
-                case .delete:
-                    guard plan.expect != nil else { continue }
-                    let directory: FileDescriptor
-                    do { directory = try parent(plan) } catch let error where error.errno == ENOENT { continue }
-                    touchedRoots.insert(plan.root)
-                    guard (try? FileDescriptor.statEntry(parent: directory.raw, parentPath: directory.path, name: name(plan))) != nil else {
-                        results[index] = .done(nil) // gone already (renamed away earlier in this batch)
-                        continue
-                    }
-                    let echo: EchoFilter.Kind = plan.expect?.kind == .directory ? .directoryGone : .fileGone
-                    echoes?.expect(root: plan.root, relative: plan.relative, echo)
-                    do {
-                        let removed = try DiskWriter.remove(parent: directory.raw, parentPath: directory.path, name: name(plan),
-                                                            expect: plan.row?.present == true ? plan.expect : nil)
-                        results[index] = removed ? .done(nil) : .kept
-                        if !removed { echoes?.cancel(root: plan.root, relative: plan.relative, echo) }
-                    } catch {
-                        echoes?.cancel(root: plan.root, relative: plan.relative, echo)
-                        results[index] = .failed("\(error)")
-                    }
-                }
-            } catch {
-                results[index] = .failed("\(error)")
-            }
-        }
-        let echoes = self.echoes
-        // Files in one directory are written by one thread: creating entries in a directory takes
-        // its lock, so two threads in one directory mostly wait for each other.
-        var byDirectory: [Int32: [FileJob]] = [:]
-        for job in fileJobs { byDirectory[job.parent, default: []].append(job) }
-        let groups = Array(byDirectory.values)
-        // A download is renamed into place by the last path that needs it; any other copies it.
-        var downloadUses: [String: Int] = [:]
-        for job in fileJobs where plans[job.index].record.data == nil && plans[job.index].record.asset != nil {
-            downloadUses[plans[job.index].record.sha256, default: 0] += 1
-        }
-        var movesDownload = Set<Int>()
-        for job in fileJobs.reversed() where plans[job.index].record.data == nil && plans[job.index].record.asset != nil {
-            let sha = plans[job.index].record.sha256
-            if downloadUses[sha] != nil {
-                movesDownload.insert(job.index)
-                downloadUses[sha] = nil
-            }
-        }
-        let downloads = downloadsDirectory, moving = movesDownload
-        let outcomes: [[WriteResult]] = Blocking.map(groups) { group in
-            group.map { job in
-                let plan = plans[job.index]
-                do {
-                    if plan.action == .write, plan.record.data == nil, plan.record.asset != nil {
-                        let stat = try DiskWriter.placeFile(sourceDirectory: downloads, sourceName: plan.record.sha256,
-                                                            move: moving.contains(job.index), parent: job.parent,
-                                                            parentPath: job.parentPath, name: job.name, mode: plan.record.mode,
-                                                            modifiedAt: plan.record.modifiedAt, expect: plan.expect) {
-                            echoes?.expect(root: plan.root, relative: plan.relative, .fileIn)
-                        }
-                        return .done(stat)
-                    }
-                    let bytes = try Self.content(of: plan.record)
-                    let stat: FileStat
-                    if plan.action == .symlink {
-                        echoes?.expect(root: plan.root, relative: plan.relative, .fileIn)
-                        stat = try DiskWriter.writeSymlink(parent: job.parent, parentPath: job.parentPath, name: job.name, target: bytes,
-                                                           expect: plan.expect)
-                    } else {
-                        let directory = SafeRoot.folderPrefix(of: plan.relative)
-                        stat = try DiskWriter.writeFile(parent: job.parent, parentPath: job.parentPath, name: job.name, bytes: bytes,
-                                                        mode: plan.record.mode, modifiedAt: plan.record.modifiedAt, expect: plan.expect) { inode in
-                            echoes?.expect(root: plan.root, relative: plan.relative, .fileIn)
-                            if let inode { echoes?.expect(root: plan.root, relative: directory + "#\(inode)", .anonymous) }
-                        }
-                    }
-                    return .done(stat)
-                } catch {
-                    echoes?.cancel(root: plan.root, relative: plan.relative, .fileIn)
-                    return .failed("\(error)")
-                }
-            }
-        }
-        for (group, results2) in zip(groups, outcomes) {
-            for (job, outcome) in zip(group, results2) { results[job.index] = outcome }
-        }
-        withExtendedLifetime(parents) {}
-        let written = Clock.monotonic()
-        defer { logger.debug("apply: writes \((written - startedWrites) / 1_000_000) ms, syncfs \((Clock.monotonic() - written) / 1_000_000) ms") }
-        // Durability is paid once per batch, before the database says the batch is here.
-        for root in touchedRoots {
-            do { try safeRoots[root].syncFileSystem() } catch { logger.warning("\(error)") }
-        }
+    /// Keeps remote records as not applied because of `failures` (by path).
+    public func keepNotApplied(_ records: [Record], _ failures: [String: ApplyFailure]) throws {
+        var report = ApplyReport()
         try store.transaction {
-            for (root, relative) in madeDirectories {
-                let path = recordPath(root: root, relative: relative)
-                guard try store.file(path) == nil, let stat = try safeRoots[root].stat(relative) else { continue }
-                var row = KnownFile(path: path, kind: .directory, present: true, type: Record.directoryType)
-                row.observe(stat)
-                try store.saveFile(row)
-            }
-        }
-        watchNewDirectories(madeDirectories, plans: plans, report: &report)
-        return results
-    }
-
-    /// Renames `plan.source` to the plan's path (never replacing anything), telling the watcher to
-    /// expect both events and moving a directory's watches along.
-    private func renameLocally(_ plan: PlannedWrite, into directory: FileDescriptor, name: String) -> WriteResult {
-        guard let source = plan.source, let sourceRow = plan.sourceRow else { return .failed("bug: rename without a source") }
-        var made: [String] = []
-        guard let sourceParent = try? safeRoots[plan.root].openParent(of: source, create: false, made: &made) else {
-            return .failed("cannot open the folder of \(quoted(source))")
-        }
-        let sourceName = SafeRoot.name(of: source)
-        let isDirectory = plan.record.kind == .directory
-        echoes?.expect(root: plan.root, relative: source, .movedAway)
-        echoes?.expect(root: plan.root, relative: plan.relative, isDirectory ? .directoryMade : .fileIn)
-        if sinki_rename_noreplace(sourceParent.raw, sourceName, directory.raw, name) != 0 {
-            let code = errno
-            echoes?.cancel(root: plan.root, relative: source, .movedAway)
-            echoes?.cancel(root: plan.root, relative: plan.relative, isDirectory ? .directoryMade : .fileIn)
-            // Already moved by the rename of a directory above it in this batch: same inode, done.
-            if code == ENOENT, let there = try? FileDescriptor.statEntry(parent: directory.raw, parentPath: directory.path, name: name),
-               there.inode == sourceRow.inode {
-                return .done(there)
-            }
-            return .failed("rename \(quoted(source)): \(SystemError("rename", errno: code).message)")
-        }
-        if isDirectory { inotify?.renameWatches(root: plan.root, from: source, to: plan.relative) }
-        guard let stat = try? FileDescriptor.statEntry(parent: directory.raw, parentPath: directory.path, name: name) else {
-            return .failed("\(quoted(plan.relative)) vanished right after its rename")
-        }
-        return .done(stat)
-    }
-
-    /// Directories this apply made get their watch here (their creation event was dropped as our own
-    /// echo); anything in them the apply did not write was made locally meanwhile: look at it.
-    private func watchNewDirectories(_ made: [(Int, String)], plans: [PlannedWrite], report: inout ApplyReport) {
-        guard let inotify, !made.isEmpty else { return }
-        var written = Set<String>()
-        for plan in plans { written.insert("\(plan.root)/" + plan.relative) }
-        for (root, relative) in made {
-            guard let directory = try? safeRoots[root].open(relative, flags: O_RDONLY | O_DIRECTORY) else { continue }
-            do { try inotify.watch(directory, root: root, relative: relative) } catch {
-                logger.warning("cannot watch \(directory.path): \(error)")
-            }
-            guard let listing = try? directory.listDirectory() else { continue }
-            for name in listing.names where !TempNames.isTemporary(name) {
-                let child = relative + "/" + name
-                if !written.contains("\(root)/" + child) && !made.contains(where: { $0.0 == root && $0.1 == child }) {
-                    report.toCheck.append((root, child))
-                }
+            for record in records {
+                if let failure = failures[record.path] { try keepNotApplied(record, failure, report: &report) }
             }
         }
     }
 
-    /// The database side of a local rename: rows at `from` (and below) now live at `to`, with no
-    /// shared version yet (their own records, coming next, settle that without reading anything).
-    func moveRows(root: Int, from: String, to: String) throws {
-        let fromPath = recordPath(root: root, relative: from)
-        let toPath = recordPath(root: root, relative: to)
-        for row in try store.files(under: fromPath) where row.present {
-            var moved = row
-            moved.path = toPath + row.path.dropFirst(fromPath.count)
-            moved.tag = 0
-            moved.syncedSHA256 = nil
-            moved.syncedDeleted = false
-            moved.movedFrom = nil
-            if let existing = try store.file(moved.path) {
-                moved.tag = existing.tag
-                moved.syncedSHA256 = existing.syncedSHA256
-                moved.syncedDeleted = existing.syncedDeleted
-            }
-            try store.saveFile(moved)
-            try store.removeFile(row.path)
+    /// Keeps a record as not applied (logged once per version and cause, except the expected ones).
+    func keepNotApplied(_ record: Record, _ failure: ApplyFailure, report: inout ApplyReport, quiet: Bool = false) throws {
+        let before = try store.unapplied(record.path)
+        try store.keepUnapplied(record, failure: failure, delay: { RetryDelay.after(attempts: $0, cause: failure.cause) })
+        report.notApplied.append(record.path)
+        let repeated = before.map { $0.record.changeTag == record.changeTag && $0.failure.cause == failure.cause } ?? false
+        if !quiet && !repeated {
+            logger.error("cannot apply \(quoted(record.path)) yet (\(failure.cause.rawValue)): \(failure.message); kept as not applied and retried")
         }
-    }
-
-    /// The record's content, inflated and checked against its size and hash.
-    static func content(of record: Record) throws -> [UInt8] {
-        let bytes = try Deflate.decompress(record.data ?? Deflate.compress([]), expectedSize: Int(record.size))
-        let digest = Digest.sha256Hex(bytes)
-        guard digest == record.sha256 else {
-            throw ContentMismatch(path: record.path, expected: record.sha256, actual: digest)
-        }
-        return bytes
     }
 
     /// Records one operation's outcome in the database (inside the batch transaction).
     func record(_ plan: PlannedWrite, result: WriteResult, report: inout ApplyReport) throws {
         let record = plan.record
         var row = plan.row ?? KnownFile(path: record.path, kind: record.kind, present: false)
-        let localPath = roots[plan.root].path + "/" + plan.relative
+        let localPath = roots[plan.path.root.index].path + "/" + plan.path.relative
         switch result {
-        case let .failed(reason):
-            // Not applied: the database keeps the old state so the record is tried again when the
-            // path next changes; the feed moves on.
-            logger.error("cannot apply \(quoted(record.path)): \(reason)")
-            report.refused.append(record.path)
-            return
+        case var .failed(failure):
+            // The system's message may name a temporary file beside the target: say which path it was.
+            if !failure.message.contains(localPath) { failure.message = "\(quoted(localPath)): " + failure.message }
+            try keepNotApplied(record, failure, report: &report, quiet: failure.decidesAgain)
         case .kept:
             row.agree(with: record)
             row.present = true
             try store.saveFile(row)
             try store.enqueue(row.path)
             logger.info("kept \(quoted(localPath)): deleted remotely but it holds files changed here")
-            return
         case let .done(stat):
             if plan.action == .rename, let source = plan.source {
-                try moveRows(root: plan.root, from: source, to: plan.relative)
+                let carried = try moveRows(root: plan.path.root.index, from: source.relative, to: plan.path.relative)
+                if record.kind == .directory, let gone = carried.first(where: { $0.from.path == recordPath(source) })?.from, gone.tag > 0 {
+                    // The old folder is gone here too. Its tombstone normally comes from the side that
+                    // renamed it, but that side may have made the folder again meanwhile (a file of ours
+                    // landed in it): the tombstone goes from here as well, and meets theirs as one delete.
+                    var tombstone = gone
+                    tombstone.present = false
+                    tombstone.movedFrom = nil
+                    try store.saveFile(tombstone)
+                    try store.enqueue(tombstone.path)
+                }
                 var moved = try store.file(record.path) ?? row
-                if let stat { moved.observe(stat) }
+                // The decision saw the source unchanged, but a program may have written it between that
+                // look and the rename (the file keeps its inode, so the rename still "succeeds"). Taking
+                // the stat now would record that edit as the synced version, and no scan would ever see
+                // it again: such a file keeps the identity it had, and is looked at below, which finds
+                // it changed and sends it. (Its ctime moved with the rename, so it is not compared.)
+                var changedMeanwhile = false
+                if let stat {
+                    if record.kind == .directory || Self.sameFile(plan.sourceRow, stat) { moved.observe(stat) } else { changedMeanwhile = true }
+                }
                 moved.agree(with: record)
                 moved.movedFrom = nil
                 try store.saveFile(moved)
                 try store.dequeue(moved.path)
                 report.applied.append(AppliedChange(path: record.path, event: .changed, localPath: localPath, type: record.type))
+                // A folder renamed here took along whatever was in it, also what was written there
+                // since the agent last looked (its events now name the old path): look again.
+                if record.kind == .directory || changedMeanwhile { report.toCheck.append(plan.path) }
                 return
             }
             if plan.action == .adopt {
@@ -503,18 +427,63 @@ extension Replica {
                 row.sha256 = record.kind == .directory ? "" : record.sha256
             }
             row.agree(with: record)
+            try store.saveFile(row)
             if !row.present && record.deleted && plan.expect == nil && plan.row == nil {
-                // A tombstone for something never here: remember its tag so a later create bases on it.
-                try store.saveFile(row)
+                // A tombstone for something never here: its tag is remembered so a later create bases on it.
                 return
             }
-            try store.saveFile(row)
             try store.dequeue(row.path)
             touched(row.path)
             if record.deleted && plan.expect == nil { return }
             report.applied.append(AppliedChange(path: record.path, event: plan.event ?? (record.deleted ? .deleted : .changed),
                                                 localPath: localPath, type: record.type))
         }
+    }
+
+    /// The database side of a local rename: rows at `from` (and below) now live at `to`, with no
+    /// shared version yet (their own records, coming next, settle that without reading anything).
+    /// Returns each row as it was and as it is now.
+    @discardableResult
+    /// Whether `stat`, taken right after a rename, is still the file `row` describes: a rename keeps
+    /// size, mtime, inode and mode (it moves ctime, so that is left out).
+    static func sameFile(_ row: KnownFile?, _ stat: FileStat) -> Bool {
+        guard let row, row.present, row.kind == KnownFile.kind(of: stat.kind) else { return false }
+        return row.size == stat.size && row.mtime == stat.mtime && row.inode == stat.inode && row.mode == stat.mode
+    }
+
+    func moveRows(root: Int, from: String, to: String) throws -> [(from: KnownFile, to: KnownFile)] {
+        let fromPath = recordPath(root: root, relative: from)
+        let toPath = recordPath(root: root, relative: to)
+        var out: [(from: KnownFile, to: KnownFile)] = []
+        for row in try store.files(under: fromPath) where row.present {
+            var moved = row
+            moved.path = toPath + row.path.dropFirst(fromPath.count)
+            moved.tag = 0
+            moved.syncedSHA256 = nil
+            moved.syncedDeleted = false
+            moved.movedFrom = nil
+            if let existing = try store.file(moved.path) {
+                moved.tag = existing.tag
+                moved.syncedSHA256 = existing.syncedSHA256
+                moved.syncedDeleted = existing.syncedDeleted
+            }
+            try store.saveFile(moved)
+            try store.removeFile(row.path)
+            // Never a present row with a change nobody will send: its own record, if one comes, adopts it.
+            if moved.hasLocalChange { try store.enqueue(moved.path) }
+            out.append((row, moved))
+        }
+        return out
+    }
+
+    /// The record's content, inflated and checked against its size and hash.
+    static func content(of record: Record) throws -> [UInt8] {
+        let bytes = try Deflate.decompress(record.data ?? Deflate.compress([]), expectedSize: Int(record.size))
+        let digest = Digest.sha256Hex(bytes)
+        guard digest == record.sha256 else {
+            throw ContentMismatch(path: record.path, expected: record.sha256, actual: digest)
+        }
+        return bytes
     }
 }
 
@@ -537,5 +506,20 @@ extension Replica {
             out.append(index)
         }
         return out
+    }
+
+    func recordPath(_ path: LocalPath) -> String { roots[path.root.index].name + "/" + path.relative }
+}
+
+extension Replica {
+    /// Remote changes not applied that are due now, soonest first.
+    public func dueUnapplied(limit: Int) throws -> [UnappliedChange] { try store.dueUnapplied(now: Clock.now(), limit: limit) }
+
+    /// When the next change not applied is due; nil when none waits.
+    public func nextUnappliedAttempt() throws -> Int64? { try store.nextUnappliedAttempt() }
+
+    /// Makes the changes not applied at or below `path` (all when nil) due now; returns their paths.
+    public func makeUnappliedDue(under path: String?, includingInvalid: Bool = true) throws -> [String] {
+        try store.makeUnappliedDue(under: path, includingInvalid: includingInvalid)
     }
 }

@@ -46,6 +46,8 @@ extension Replica {
         let waiting = WaitingConflict(path: remote.path, detectedAt: existing?.detectedAt ?? now, local: local, remote: remoteSide,
                                       remoteTag: remote.changeTag, remoteType: remote.type, remoteMode: remote.mode)
         try store.saveConflict(waiting)
+        // It waits in the conflicts table now, for sinkid resolve, where status shows it.
+        try store.dropUnapplied(remote.path)
         if let old = existing?.remote.copy, old != remoteSide.copy { unlink(old) }
         let copies = [local.copy, remoteSide.copy].compactMap { $0 }.map(quoted).joined(separator: " and ")
         logger.warning("conflict on \(quoted(remote.path)) with \(remote.device) left for sinkid resolve"
@@ -68,9 +70,10 @@ extension Replica {
     /// and a line for people; nil when no conflict waits at `path`.
     public func resolveWaiting(_ path: String, keep: KeepChoice) async throws -> (report: ApplyReport, message: String)? {
         guard let waiting = try store.conflict(path) else { return nil }
-        guard let recordPath = try? RecordPath(validating: path), let (root, relative) = locate(recordPath) else {
+        guard let recordPath = try? RecordPath(validating: path), let local = locate(recordPath) else {
             throw ResolveError("\(quoted(path)) is not below a root synced here")
         }
+        let (root, relative) = (local.root.index, local.relative)
         var row = try currentRow(root: root, relative: relative, path: path) ?? KnownFile(path: path, kind: .file, present: false)
         let remote = waiting.remoteRecord
         let localPath = roots[root].path + "/" + relative
@@ -119,7 +122,7 @@ extension Replica {
                 try store.dequeue(row.path)
                 try store.removeConflict(path)
             }
-            keepBase(remote, root: root, relative: relative)
+            keepBase(remote, at: local)
             let event: AppliedChange.Event = choice == .both ? .conflict : remote.deleted ? .deleted : .changed
             report.applied.append(AppliedChange(path: path, event: event, localPath: localPath, type: remote.type))
             message = copy.map { "took the version from \(remote.device) for \(quoted(path)); this machine's is kept as \(quoted($0))" }
@@ -188,7 +191,7 @@ extension Replica {
     private func createAside(_ path: RecordPath, device: String, time: Int64, _ fill: (FileDescriptor) throws -> Void) throws -> String {
         guard let top = conflictsDirectory else { throw ResolveError("bug: the conflicts folder is not open") }
         var folder = top
-        let components = path.string.split(separator: "/").map(String.init)
+        let components = PathText.components(path.string)
         for component in [""] + components.dropLast() {
             if !component.isEmpty { folder += "/" + component }
             if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw SystemError("mkdir", errno: errno, path: folder) }

@@ -28,7 +28,8 @@ extension Replica {
     /// base of its path's next three-way merge, when its rule needs one. The bytes come from the
     /// record, else from the file just written or pushed (checked against the record's hash).
     /// A base that cannot be kept costs a fallback later, never a sync: failures are only logged.
-    func keepBase(_ record: Record, root: Int, relative: String) {
+    func keepBase(_ record: Record, at path: LocalPath) {
+        let (root, relative) = (path.root.index, path.relative)
         guard let bases, !record.deleted, record.kind == .file, rules.needsBase(record.path) else { return }
         if bases.touch(record.sha256) { return }
         guard record.size <= bases.limit else { return }
@@ -50,7 +51,7 @@ extension Replica {
         guard bases != nil, rules.usesBases else { return }
         for (plan, result) in zip(plans, results) where plan.action != .delete {
             guard case .done = result else { continue }
-            keepBase(plan.record, root: plan.root, relative: plan.relative)
+            keepBase(plan.record, at: plan.path)
         }
     }
 
@@ -58,8 +59,8 @@ extension Replica {
     func keepBases(_ saved: [Record]) {
         guard bases != nil, rules.usesBases else { return }
         for record in saved {
-            guard let path = try? RecordPath(validating: record.path), let (root, relative) = locate(path) else { continue }
-            keepBase(record, root: root, relative: relative)
+            guard let recordPath = try? RecordPath(validating: record.path), let path = locate(recordPath) else { continue }
+            keepBase(record, at: path)
         }
     }
 }

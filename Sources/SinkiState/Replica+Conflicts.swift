@@ -55,13 +55,14 @@ extension Replica {
         var noLongerLocal: [Record] = []
         for conflict in conflicts {
             let remote = conflict.remote
-            guard let path = try? RecordPath(validating: remote.path), let (root, relative) = locate(path) else { continue }
+            guard let path = try? RecordPath(validating: remote.path), let here = locate(path) else { continue }
+            let (root, relative) = (here.root.index, here.relative)
             guard let row = try currentRow(root: root, relative: relative, path: remote.path) else {
                 noLongerLocal.append(remote)
                 continue
             }
-            if remote.changeTag > 0, row.tag >= remote.changeTag { continue }
-            guard try store.outboxEntry(remote.path) != nil else {
+            if row.holds(remote) { continue }
+            guard try hasLocalChange(at: remote.path, for: remote, disk: entry(root: root, relative: relative)) else {
                 // The local change went away (undone, or it was only a moment's): no conflict left.
                 noLongerLocal.append(remote)
                 continue
@@ -74,7 +75,7 @@ extension Replica {
                     try store.dequeue(agreed.path)
                 }
                 try dropWaiting(remote.path, why: "both sides now hold the same version")
-                keepBase(remote, root: root, relative: relative)
+                keepBase(remote, at: here)
                 continue
             }
             if try isOwnUnacknowledgedPush(remote) {
@@ -121,8 +122,7 @@ extension Replica {
                     content = .file(downloadPath(remote.sha256))
                 } else if readsContent {
                     do { content = .bytes(try Self.content(of: remote)) } catch {
-                        logger.error("refusing remote record \(quoted(remote.path)): \(error)")
-                        out.report.refused.append(remote.path)
+                        try keepNotApplied(remote, ApplyFailure.from(error), report: &out.report)
                         continue
                     }
                 }
@@ -138,11 +138,11 @@ extension Replica {
         }
         if !noLongerLocal.isEmpty {
             let applied = try apply(noLongerLocal, token: nil)
-            for record in noLongerLocal where !applied.refused.contains(record.path) && !applied.needContent.contains(where: { $0.path == record.path }) {
+            for record in noLongerLocal where !applied.notApplied.contains(record.path) {
                 try dropWaiting(record.path, why: "the local change went away; the version from \(record.device) is taken")
             }
             out.report.applied += applied.applied
-            out.report.refused += applied.refused
+            out.report.notApplied += applied.notApplied
             out.report.needContent += applied.needContent
             out.report.conflicts += applied.conflicts
             out.report.toCheck += applied.toCheck
@@ -161,10 +161,11 @@ extension Replica {
         var written = Set<Int>()
         // Rows recorded once what they describe is durable: after the writes and one syncfs per root.
         var rows: [KnownFile] = []
-        var agreed: [(record: Record, root: Int, relative: String)] = []
+        var agreed: [(record: Record, path: LocalPath)] = []
         for (item, outcome) in decided {
             let remote = item.remote
-            guard let (root, relative) = locate(item.path) else { continue }
+            guard let local = locate(item.path) else { continue }
+            let (root, relative) = (local.root.index, local.relative)
             guard let stat = try unchanged(item, root: root, relative: relative) else {
                 out.again.append(Conflict(local: item.row, remote: remote))
                 continue
@@ -177,7 +178,8 @@ extension Replica {
                 var expect = stat.value
                 if keepLocalCopy && row.present && !(row.kind == .directory && remote.kind == .directory) {
                     guard let copy = try await keepAside(root: root, relative: relative, row: row) else {
-                        out.report.refused.append(remote.path)
+                        try keepNotApplied(remote, ApplyFailure(.io, "this machine's version could not be kept aside (the log says why)"),
+                                           report: &out.report)
                         continue
                     }
                     logger.warning("conflict on \(quoted(remote.path)): kept this machine's version as \(quoted(copy))")
@@ -192,12 +194,12 @@ extension Replica {
                 } else {
                     action = remote.kind == .directory ? .mkdir : remote.kind == .symlink ? .symlink : .write
                 }
-                plans.append(PlannedWrite(action: action, record: remote, root: root, relative: relative, expect: expect, row: row,
-                                          event: event))
+                plans.append(PlannedWrite(action: action, record: remote, path: local, expect: expect, row: row, event: event))
             case let .keepLocal(keepRemoteCopy):
                 if keepRemoteCopy && !remote.deleted && remote.kind == .file {
                     guard let copy = writeRemoteAside(remote, root: root, relative: relative) else {
-                        out.report.refused.append(remote.path)
+                        try keepNotApplied(remote, ApplyFailure(.io, "the version from \(remote.device) could not be kept aside (the log says why)"),
+                                           report: &out.report)
                         continue
                     }
                     written.insert(root)
@@ -207,7 +209,7 @@ extension Replica {
                 var row = item.row
                 basedOn(remote, &row, path: item.path)
                 rows.append(row)
-                agreed.append((remote, root, relative))
+                agreed.append((remote, local))
                 if let event {
                     out.report.applied.append(AppliedChange(path: remote.path, event: event, localPath: localPath, type: remote.type))
                 }
@@ -227,13 +229,12 @@ extension Replica {
                 row.sha256 = Digest.sha256Hex(bytes)
                 basedOn(remote, &row, path: item.path)
                 rows.append(row)
-                agreed.append((remote, root, relative))
+                agreed.append((remote, local))
                 out.report.applied.append(AppliedChange(path: remote.path, event: .merged, localPath: localPath, type: row.type))
             case .ask:
                 let kept: Bool
                 do { kept = try keepWaiting(item, root: root, relative: relative) } catch {
-                    logger.error("cannot keep the versions of \(quoted(remote.path)) aside: \(error)")
-                    out.report.refused.append(remote.path)
+                    try keepNotApplied(remote, ApplyFailure(.io, "cannot keep the versions aside for sinkid resolve: \(error)"), report: &out.report)
                     continue
                 }
                 guard kept else {
@@ -253,7 +254,7 @@ extension Replica {
                 try store.enqueue(row.path)
             }
         }
-        for (record, root, relative) in agreed { keepBase(record, root: root, relative: relative) }
+        for (record, path) in agreed { keepBase(record, at: path) }
         if !plans.isEmpty { try writeRecorded(plans, report: &out.report) }
         return out
     }

@@ -30,17 +30,17 @@ extension Replica {
         var seen = Set<String>()
         for record in records where !record.deleted && record.kind == .file && record.data == nil {
             guard let asset = record.asset, asset.size > 0, !seen.contains(asset.sha256),
-                  let path = try? RecordPath(validating: record.path), let (root, relative) = locate(path),
-                  !isIgnored(root: root, relative: relative, isDirectory: false) else { continue }
+                  let recordPath = try? RecordPath(validating: record.path), let path = locate(recordPath),
+                  !isIgnored(root: path.root.index, relative: path.relative, isDirectory: false) else { continue }
             if let row = try store.file(record.path) {
-                if record.changeTag > 0 && row.tag >= record.changeTag { continue }
+                if row.holds(record) { continue }
                 if row.present && row.kind == .file && row.sha256 == asset.sha256 { continue }
             }
             if try isOwnUnacknowledgedPush(record) { continue }
             // Renamed from a path that is here with these bytes: the apply renames it (the same test as
             // its plan), nothing to fetch.
-            if record.movedFrom != nil, (try? safeRoots[root].stat(relative)) == .some(nil), try store.outboxEntry(record.path) == nil,
-               try renamePlan(record, root: root, relative: relative, row: try store.file(record.path)) != nil { continue }
+            if record.movedFrom != nil, (try? safeRoots[path.root.index].stat(path.relative)) == .some(nil),
+               try store.outboxEntry(record.path) == nil, try renameSource(for: record, at: path) != nil { continue }
             seen.insert(asset.sha256)
             out.append(AssetFetch(path: record.path, asset: asset, partialPath: downloadPath(asset.sha256) + ".part",
                                   ready: hasDownload(asset)))

@@ -12,7 +12,11 @@ struct RecentlyGone {
 
 extension Replica {
     /// How long a vanished file stays a candidate source for a rename seen without its cookie pair.
-    static let moveWindow: Int64 = 10_000_000_000
+    static let defaultMoveWindow: Int64 = 10_000_000_000
+
+    /// Sets how long a vanished file stays a rename candidate (tests on a loaded machine, where a
+    /// check can take longer than the default, widen it).
+    public func setMoveWindow(nanoseconds: Int64) { moveWindow = nanoseconds }
 
     /// A rename inside a root, paired by inotify's cookie: the rows move to the new path without
     /// reading any content (a directory of 10,000 files moves in one transaction), the new records
@@ -75,7 +79,9 @@ extension Replica {
                     continue
                 }
                 try store.saveFile(source)
-                try store.enqueue(source.path, now: now)
+                // Queued just after the new paths: pushes take those first, and an old path is held
+                // back only until its new one is accepted, so the held ones are never in a batch's way.
+                try store.enqueue(source.path, now: now + 1)
                 report.queued += 1
             }
         }
@@ -90,12 +96,13 @@ extension Replica {
 
     /// Notes a file whose synced content vanished, as a possible rename source.
     func rememberGone(_ row: KnownFile) {
-        guard row.kind == .file, row.tag > 0, !row.sha256.isEmpty, row.syncedSHA256 == row.sha256 else { return }
+        // An empty file's bytes name nothing: any new empty file would look like it.
+        guard row.kind == .file, row.size > 0, row.tag > 0, !row.sha256.isEmpty, row.syncedSHA256 == row.sha256 else { return }
         let now = Clock.monotonic()
         if recentlyGone[row.sha256]?.contains(where: { $0.path == row.path }) == true { return }
         recentlyGone[row.sha256, default: []].append(RecentlyGone(path: row.path, size: row.size, time: now))
         if recentlyGone.count > 10_000 {
-            recentlyGone = recentlyGone.filter { $0.value.contains { now - $0.time < Self.moveWindow } }
+            recentlyGone = recentlyGone.filter { $0.value.contains { now - $0.time < moveWindow } }
         }
     }
 
@@ -103,7 +110,7 @@ extension Replica {
     func takeGone(sha256: String, size: Int64) -> String? {
         guard var candidates = recentlyGone[sha256] else { return nil }
         let now = Clock.monotonic()
-        candidates.removeAll { now - $0.time >= Self.moveWindow }
+        candidates.removeAll { now - $0.time >= moveWindow }
         guard let index = candidates.firstIndex(where: { $0.size == size }) else {
             recentlyGone[sha256] = candidates.isEmpty ? nil : candidates
             return nil

@@ -17,6 +17,8 @@ public struct ObserveReport: Sendable, Equatable {
     public var watchLimitHit = false
     /// Directories left without a watch because of the limit.
     public var unwatched = 0
+    /// Files not recorded because another program is writing them (looked at again once quiet).
+    public var busy = 0
     /// Why nothing was recorded: the root vanished or emptied while its files are synced, and a
     /// mass delete must wait for the user (`sinkid resume`).
     public var safetyStop: String?
@@ -60,6 +62,7 @@ extension Replica {
             return try await check(root: root, paths: [relative])
         }
         for line in walk.errors { logger.warning(line) }
+        if relative.isEmpty, cleanTemporaries.remove(root) != nil { removeLeftovers(walk.temporaries, root: root) }
         for name in walk.invalidNames { noteSkipped(root: root, relative: name, why: "its name is not valid UTF-8") }
         for name in walk.special { noteSkipped(root: root, relative: name, why: "it is a fifo, socket or device") }
 
@@ -71,7 +74,7 @@ extension Replica {
                 stopped.safetyStop = "the root folder was deleted or moved away"
                 return stopped
             }
-            if walk.entries.isEmpty {
+            if walk.entries.isEmpty && known.count >= Self.emptyRootThreshold {
                 // Empty while \(known.count) files are synced from it: an unmounted disk or a mistake
                 // looks the same as a wish to delete everything; only the user can tell.
                 var stopped = ObserveReport()
@@ -84,7 +87,8 @@ extension Replica {
         observations.reserveCapacity(walk.entries.count)
         if !relative.isEmpty, let top = try safeRoots[root].stat(relative) {
             // The walked directory itself is an entry too.
-            observations.append(Observation(root: root, relative: relative, path: base, stat: top, known: known.removeValue(forKey: base)))
+            observations.append(Observation(root: root, relative: relative, path: base, stat: top,
+                                            known: try known.removeValue(forKey: base) ?? store.file(base)))
         }
         let now = Clock.now()
         for entry in walk.entries {
@@ -102,7 +106,10 @@ extension Replica {
                 noteSkipped(root: root, relative: entry.relative, why: "its name cannot be a record path")
                 continue
             }
-            observations.append(Observation(root: root, relative: entry.relative, path: path, stat: entry.stat, known: row))
+            // Not present in the database, it may still have a row: the tombstone of what was here
+            // before. The new version bases on its tag, or the server takes it for a stale edit.
+            observations.append(Observation(root: root, relative: entry.relative, path: path, stat: entry.stat,
+                                            known: try row ?? store.file(path)))
         }
         // Whatever the database had below here and the walk did not find is gone, unless the walk
         // skipped it because it is ignored now: that is forgotten here, never deleted elsewhere.
@@ -151,6 +158,9 @@ extension Replica {
 
     /// Observations recorded per transaction during a walk.
     static let chunk = 1000
+    /// A root found empty stops for safety only when at least this many synced entries vanished with
+    /// it at once (an unmounted disk, a mistaken `rm -r`); deleting the last few files by hand is a delete.
+    static let emptyRootThreshold = 5
     /// How long a new file with a temporary-looking name waits before a walk records it (the
     /// watcher holds such names as long).
     static let temporaryGrace: Int64 = 600_000_000
@@ -192,6 +202,11 @@ extension Replica {
                 }
                 if let row, row.matches(stat) { continue }
                 observations.append(Observation(root: root, relative: relative, path: path, stat: stat, known: row))
+                if row?.kind == .directory && row?.present == true {
+                    // A folder that became a file: what the database had below it is gone, noted in the
+                    // same transaction so that the file's push can wait for those deletes.
+                    observations += try goneBelow(root: root, path: path)
+                }
             } else {
                 guard let row, row.present || row.kind == .directory else { continue }
                 // Gone: so is everything the database had below it.
@@ -207,7 +222,8 @@ extension Replica {
                 stopped.safetyStop = "the root folder was deleted or moved away"
                 return stopped
             }
-            if rootLooksEmpty(root), try store.totals(root: roots[root].name).files > 0 {
+            let goneNow = observations.count { $0.stat == nil && $0.known?.present == true }
+            if goneNow >= Self.emptyRootThreshold, rootLooksEmpty(root), try store.totals(root: roots[root].name).files > 0 {
                 var stopped = ObserveReport()
                 stopped.safetyStop = "the root folder became empty"
                 return stopped
@@ -222,6 +238,13 @@ extension Replica {
             report.watchLimitHit = report.watchLimitHit || walked.watchLimitHit
         }
         return report
+    }
+
+    /// Observations of every present row strictly below `path` as gone.
+    func goneBelow(root: Int, path: String) throws -> [Observation] {
+        try store.files(under: path).filter { $0.present && $0.path != path }.map { below in
+            Observation(root: root, relative: String(below.path.dropFirst(roots[root].name.count + 1)), path: below.path, stat: nil, known: below)
+        }
     }
 
     func noteSkipped(root: Int, relative: String, why: String) {
@@ -267,6 +290,7 @@ extension Replica {
             case let .success((content, _)) where content.busy:
                 // Still being written: nothing is recorded until it is closed or quiet.
                 unstable.append((observations[index].root, observations[index].relative))
+                report.busy += 1
             case let .success((content, data)):
                 hashes[index] = content
                 if let data, !content.unstable { compressed[index] = data }
@@ -291,7 +315,8 @@ extension Replica {
                         if row.sha256 != content.sha256 { row.movedFrom = nil }
                         row.observe(content.stat)
                         row.sha256 = content.sha256
-                        if !wasPresent, stat.kind == .file, let source = takeGone(sha256: content.sha256, size: content.stat.size) {
+                        if !wasPresent, stat.kind == .file, let source = takeGone(sha256: content.sha256, size: content.stat.size),
+                           try renameCandidateStillGone(source) {
                             // Same size and hash as a file that just vanished: renamed, without the cookie pair.
                             row.movedFrom = source
                         }
@@ -426,5 +451,29 @@ extension Replica {
         }
         try reopen(root: root)
         confirmedEmpty.insert(root)
+    }
+}
+
+extension Replica {
+    /// Removes temporary files a kill left in the middle of a write (only on the first walk of a root
+    /// after a start, before this agent writes anything of its own there).
+    func removeLeftovers(_ temporaries: [String], root: Int) {
+        for relative in temporaries {
+            var made: [String] = []
+            guard let parent = try? safeRoots[root].openParent(of: relative, create: false, made: &made) else { continue }
+            if unlinkat(parent.raw, SafeRoot.name(of: relative), 0) == 0 {
+                logger.info("removed \(quoted(roots[root].path + "/" + relative)), left by a write that was cut off")
+            }
+        }
+    }
+}
+
+extension Replica {
+    /// Whether a vanished path may still be taken as the source of a rename seen without its cookie
+    /// pair: it is still gone here and its tombstone not yet sent (once the server has it, or the path
+    /// holds something again, a new file with the same bytes is only a new file).
+    func renameCandidateStillGone(_ source: String) throws -> Bool {
+        guard let row = try store.file(source), !row.present else { return false }
+        return try store.outboxEntry(source) != nil
     }
 }

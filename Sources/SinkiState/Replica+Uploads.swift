@@ -73,7 +73,8 @@ extension Replica {
     /// longer matches the database (the path is then looked at again, and comes back once hashed).
     public func openForUpload(_ path: String) throws -> UploadSource? {
         guard let row = try store.file(path), row.present, row.kind == .file, row.size > inlineLimit, row.hasLocalChange,
-              let recordPath = try? RecordPath(validating: path), let (root, relative) = locate(recordPath) else { return nil }
+              let recordPath = try? RecordPath(validating: path), let local = locate(recordPath) else { return nil }
+        let (root, relative) = (local.root.index, local.relative)
         let held: HeldFile
         let stat: FileStat
         do {

@@ -71,12 +71,17 @@ public actor Replica {
     var deferred: [(root: Int, relative: String)] = []
     /// Content read and compressed while hashing, kept for the push that follows so a new file is
     /// read once; bounded by `pushCacheLimit` bytes.
+    /// Local changes the server has taken since this replica opened: with the outbox's count, read in
+    /// one turn of the actor, it tells how far a run of sending is.
+    public internal(set) var savedTotal = 0
     var pushCache: [String: CachedContent] = [:]
     var pushCacheBytes = 0
     /// Directories per root left without a watch (the limit was reached): walked periodically.
     public internal(set) var unwatchedDirectories: [Set<String>]
     /// Paths whose synced content vanished lately, by hash: rename sources without a cookie pair.
     var recentlyGone: [String: [RecentlyGone]] = [:]
+    /// How long an entry of `recentlyGone` is a rename candidate (`Replica+Move.swift`).
+    var moveWindow = Replica.defaultMoveWindow
     /// Which paths below each root are not synced.
     public internal(set) var ignores: [IgnoreRules]
     /// Files up to this size travel inline in their record.
@@ -89,6 +94,8 @@ public actor Replica {
     public internal(set) var skipped: Set<String> = []
     /// Per root, the entries its last whole walk left out by ignore rules.
     var ignoredCounts: [Int: Int] = [:]
+    /// What the last warning about changes held back behind unsendable ones named, so it is said once.
+    var heldWarning: String?
     /// Per root name, its totals and the `StateStore.fileWrites` they were counted at.
     var totalsCache: [String: (writes: Int, totals: (files: Int, bytes: Int64))] = [:]
 
@@ -107,10 +114,13 @@ public actor Replica {
         self.typeFor = typeFor
         ignores = zip(roots, opened).map { Self.rules(for: $0.0, in: $0.1) }
         unwatchedDirectories = roots.map { _ in [] }
+        cleanTemporaries = Set(roots.indices)
     }
 
     /// Roots the user confirmed may be empty: their next walk records deletes.
     var confirmedEmpty: Set<Int> = []
+    /// Roots whose first whole walk since the start has not run yet: it removes leftover temporaries.
+    var cleanTemporaries: Set<Int> = []
     /// Roots whose ignore rules changed (their `.sinkiignore` was edited here or arrived): walk them
     /// again so that paths no longer ignored are found.
     var rescanNeeded: Set<Int> = []
@@ -135,8 +145,9 @@ public actor Replica {
 
     /// Notes that `path` was written or looked at; a root's `.sinkiignore` reloads its rules.
     func touched(_ path: String) {
-        guard path.hasSuffix("/" + IgnoreRules.fileName), let (root, relative) = (try? RecordPath(validating: path)).flatMap(locate),
-              relative == IgnoreRules.fileName else { return }
+        guard path.hasSuffix("/" + IgnoreRules.fileName), let local = (try? RecordPath(validating: path)).flatMap(locate),
+              local.relative == IgnoreRules.fileName else { return }
+        let root = local.root.index
         if reloadIgnores(root: root) {
             logger.info("\(quoted(roots[root].path + "/" + IgnoreRules.fileName)) changed; walking the root again")
             rescanNeeded.insert(root)
@@ -193,7 +204,20 @@ public actor Replica {
 
     public var pendingCount: Int { store.outboxCount }
 
+    /// Nothing local to send and nothing remote to apply (cheap: it looks at one row of each).
+    public var isSettled: Bool { !store.hasEntriesToSend && !store.hasUnapplied }
+
     public func knownFile(_ path: String) throws -> KnownFile? { try store.file(path) }
+
+    /// Makes the next look at `path` read and hash it whatever its stat says: its content was found to
+    /// be other than the hash recorded for it (an upload's bytes hashed to something else). Two writes
+    /// of the same size within one tick of the file system's clock leave size, mtime, ctime and inode
+    /// as they were, so the stat alone would keep the wrong hash forever.
+    public func distrustStat(_ path: String) throws {
+        guard var row = try store.file(path), row.present, row.kind == .file else { return }
+        row.ctime = 0
+        try store.saveFile(row)
+    }
 
     public func outboxEntry(_ path: String) throws -> OutboxEntry? { try store.outboxEntry(path) }
 
@@ -211,9 +235,9 @@ public actor Replica {
 
     func recordPath(root: Int, relative: String) -> String { roots[root].name + "/" + relative }
 
-    /// Splits a record path into its root index and relative path; nil for roots not synced here.
-    func locate(_ path: RecordPath) -> (root: Int, relative: String)? {
+    /// The local path of a record path; nil for roots not synced here.
+    func locate(_ path: RecordPath) -> LocalPath? {
         guard let index = rootIndex[path.root] else { return nil }
-        return (index, path.relative)
+        return LocalPath(RootID(index), path.relative)
     }
 }

@@ -8,19 +8,23 @@ public final class StateStore {
     /// Counts saves and removals of `files` rows, so that a reader that let others run meanwhile
     /// can tell whether what it read is still current.
     public internal(set) var fileWrites = 0
+    /// Rows of `unapplied`, so that the common case (none) costs no query per saved row.
+    public internal(set) var unappliedCount = 0
 
-    static let schemaVersion = 4
+    static let schemaVersion = 5
 
     public init(path: String) throws(SQLiteError) {
         self.path = path
         database = try SQLiteDatabase(path: path)
         try migrate()
+        unappliedCount = try countUnapplied()
     }
 
     private func migrate() throws(SQLiteError) {
         let version = database.userVersion
         if version >= Self.schemaVersion { return }
-        // Every statement is IF NOT EXISTS, so an older database gains what it lacks (3: tus uploads, 4: the apply journal and conflicts).
+        // Every statement is IF NOT EXISTS, so an older database gains what it lacks (3: tus uploads, 4: the apply
+        // journal and conflicts, 5: remote changes not applied and the outbox's push-order index).
         // Each file row holds two views of a path: what was last seen on disk (present, size, mtime,
         // inode, sha256) and the last version both this agent and the server agreed on (tag,
         // synced_*). A pending local change is a row whose two views differ, listed in outbox.
@@ -51,8 +55,11 @@ public final class StateStore {
                 sent_sha256 TEXT,
                 sent_deleted INTEGER NOT NULL DEFAULT 0
             ) WITHOUT ROWID;
+            -- The push walks the outbox in this order from where its last page ended (keyset), so a
+            -- batch costs what it holds, never a sort of the whole table.
+            CREATE INDEX IF NOT EXISTS outbox_order ON outbox(queued_at, path) WHERE last_error IS NULL;
             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-            """ + Self.tusUploadsSchema + Self.applyJournalSchema + Self.conflictsSchema)
+            """ + Self.tusUploadsSchema + Self.applyJournalSchema + Self.conflictsSchema + Self.unappliedSchema)
         try database.setUserVersion(Self.schemaVersion)
     }
 

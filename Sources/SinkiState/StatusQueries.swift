@@ -43,6 +43,20 @@ public enum StatusQueries {
         return result
     }
 
+    /// Remote changes not applied, by path, at most `limit`, and how many there are in all and per root.
+    public static func notApplied(_ database: SQLiteDatabase, limit: Int) throws -> (changes: [UnappliedChange], count: Int, byRoot: [String: Int]) {
+        // A database last opened by an older sinkid (read here without migrating) has no such table.
+        guard try database.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'unapplied'") != nil else { return ([], 0, [:]) }
+        let changes = try StateStore.unappliedChanges(database, limit: limit)
+        var byRoot: [String: Int] = [:]
+        var count = 0
+        try database.query("SELECT substr(path, 1, instr(path, '/') - 1), count(*) FROM unapplied GROUP BY 1") { row in
+            byRoot[row.text(0)] = row.int(1)
+            count += row.int(1)
+        }
+        return (changes, count, byRoot)
+    }
+
     /// Outbox entries per root name.
     public static func pendingByRoot(_ database: SQLiteDatabase) throws -> [String: Int] {
         var out: [String: Int] = [:]
