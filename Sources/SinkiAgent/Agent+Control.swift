@@ -64,7 +64,9 @@ extension Agent {
         if control.paused { return "paused (sinkid resume)" }
         if !control.scanned { return "scanning" }
         if reachable == false { return "server \(serverURL) unreachable; retrying" }
-        return "syncing \(configuration.roots.count) root(s) with \(serverURL)"
+        let roots = "syncing \(configuration.roots.count) root(s) with \(serverURL)"
+        guard let run = pushRun, run.sent > 0 else { return roots }
+        return roots + "; " + run.sentWords(now: Clock.monotonic())
     }
 
     /// Stops the pull loop and starts a new one once the old one has ended (after a pause, or to
@@ -91,44 +93,41 @@ extension Agent: ControlHandler {
             problem = "cannot read the state database: \(error)"
         }
         let pendingCount = facts?.pendingCount ?? 0
-        let state: SyncState
-        var reason: String?
-        if !control.safetyStops.isEmpty {
-            state = .stoppedForSafety
-            reason = control.safetyStops.values.sorted().joined(separator: "; ") + "; confirm with sinkid resume"
-        } else if control.paused {
-            state = .paused
-            reason = "sinkid pause; sinkid resume to go on"
-        } else if !control.scanned {
-            state = .scanning
-        } else if let problem {
-            state = .error
-            reason = problem
-        } else if reachable == false {
-            state = .error
-            reason = "server \(serverURL) unreachable" + (logger.lastProblem.map { ": \($0.message)" } ?? "")
-        } else if !caughtUp || pendingCount > (facts?.refusedCount ?? 0) + waiting.held {
-            state = .syncing
-            reason = caughtUp ? "\(pendingCount - waiting.held) local change(s) to send" : "reading the server's changes"
-        } else {
-            state = .upToDate
-            var notes: [String] = []
-            if let refused = facts?.refusedCount, refused > 0 { notes.append("\(refused) change(s) refused by the server (sinkid retry)") }
-            if !waiting.conflicts.isEmpty { notes.append("\(waiting.conflicts.count) conflict(s) wait for sinkid resolve") }
-            if !notes.isEmpty { reason = notes.joined(separator: "; ") }
+        let notApplied = (facts?.notApplied ?? []).map {
+            NotAppliedChange(path: $0.record.path, cause: $0.failure.cause.rawValue, reason: $0.failure.message, attempts: $0.attempts,
+                             since: $0.since, nextAttempt: $0.nextAttempt)
         }
+        let verifySummary = self.verifySummary
+        var overall = SyncStateFacts()
+        overall.safetyStop = control.safetyStops.isEmpty ? nil : control.safetyStops.values.sorted().joined(separator: "; ") + "; confirm with sinkid resume"
+        overall.paused = control.paused
+        overall.scanned = control.scanned
+        overall.problem = problem
+        if reachable == false { overall.unreachable = "server \(serverURL) unreachable" + (logger.lastProblem.map { ": \($0.message)" } ?? "") }
+        overall.tokenRefused = access.refused
+        overall.rateLimitedSeconds = access.rateLimitRemaining(now: Clock.now())
+        overall.caughtUp = caughtUp
+        overall.refused = facts?.refusedCount ?? 0
+        overall.toSend = max(0, pendingCount - overall.refused - waiting.held)
+        overall.progress = overall.toSend > 0
+            ? pushRun?.view(pending: overall.toSend, savedTotal: facts?.savedTotal ?? 0, now: Clock.monotonic()) : nil
+        overall.waitingConflicts = waiting.conflicts.count
+        overall.notApplied = notApplied
+        overall.notAppliedCount = facts?.notAppliedCount ?? 0
+        overall.differing = verifySummary.differing.count
+        overall.verifying = verify.running && verify.repairedThisRun > 0
+        let (state, reason) = SyncStateRule.decide(overall)
         var roots: [RootStatus] = []
         for (index, root) in configuration.roots.enumerated() {
             let totals = facts?.roots.first { $0.name == root.name }
-            var rootState = state
-            var rootReason = reason
-            if let stop = control.safetyStops[index] {
-                (rootState, rootReason) = (.stoppedForSafety, stop)
-            } else if totals?.folderMissing == true {
-                (rootState, rootReason) = (.error, "the folder \(root.path) is missing")
-            } else if state == .syncing, caughtUp, (totals?.pending ?? 0) == 0 {
-                (rootState, rootReason) = (.upToDate, nil)
-            }
+            var mine = overall
+            mine.safetyStop = control.safetyStops[index]
+            if totals?.folderMissing == true { mine.problem = "the folder \(root.path) is missing" }
+            mine.notApplied = notApplied.filter { PathText.isWithin($0.path, root.name) }
+            mine.notAppliedCount = totals?.notApplied ?? 0
+            mine.toSend = (totals?.pending ?? 0) > 0 ? overall.toSend : 0
+            mine.differing = verifySummary.differing.filter { PathText.isWithin($0, root.name) }.count
+            let (rootState, rootReason) = SyncStateRule.decide(mine)
             roots.append(RootStatus(name: root.name, path: root.path, files: totals?.files ?? 0, bytes: totals?.bytes ?? 0,
                                     state: rootState, reason: rootReason))
         }
@@ -142,15 +141,18 @@ extension Agent: ControlHandler {
             agent: AgentSummary(running: true, pid: getpid(), version: control.version, device: configuration.device,
                                 startedAt: control.startedAt, stateDirectory: configuration.stateDirectory, state: state, reason: reason),
             server: ServerSummary(url: serverURL, embedded: configuration.serverURL == nil, reachable: reachable,
-                                  lastContact: control.lastContact, lastError: lastProblem),
+                                  lastContact: control.lastContact, lastError: lastProblem, tokenRefused: access.refused,
+                                  retryAt: access.rateLimitRemaining(now: Clock.now()) == nil ? nil : access.retryAt),
             roots: roots,
             pending: PendingSummary(count: pendingCount, refused: facts?.refusedCount ?? 0, changes: changes),
-            remote: RemoteSummary(upToDate: caughtUp && !control.paused, position: facts?.feedToken),
+            remote: RemoteSummary(upToDate: caughtUp && !control.paused && (facts?.notAppliedCount ?? 0) == 0, position: facts?.feedToken),
             skipped: SkippedSummary(count: facts?.skippedCount ?? 0, paths: facts?.skipped ?? []),
             ignored: facts?.ignoredCount ?? 0,
             transfers: transfers.statuses(),
             // Only the `ask` rule leaves conflicts for `resolve`; every other is settled when found.
-            conflicts: waiting.conflicts.map(ConflictEntry.init))
+            conflicts: waiting.conflicts.map(ConflictEntry.init),
+            notApplied: NotAppliedSummary(count: facts?.notAppliedCount ?? 0, changes: notApplied),
+            verify: verifySummary)
     }
 
     public func pause() async -> ControlAck {
@@ -182,8 +184,18 @@ extension Agent: ControlHandler {
         return ControlAck(done.isEmpty ? "not paused; nothing to resume" : done.joined(separator: "; "))
     }
 
-    public func syncNow() async -> ControlAck {
+    public func syncNow(verify wanted: Bool) async -> ControlAck {
         guard control.scanned else { return ControlAck("the first scan is still running; changes are sent when it ends") }
+        if wanted {
+            guard !control.paused else { return ControlAck("paused: nothing is compared until sinkid resume") }
+            guard caughtUp else { return ControlAck("the server's changes are still being read; compare once they are (sinkid status)") }
+            let outcome = await verifyNow("sinkid sync --verify")
+            switch outcome.result {
+            case "same": return ControlAck("compared every record with \(serverURL): the same")
+            case "repaired": return ControlAck("compared every record with \(serverURL): \(outcome.repaired) difference(s) repaired; now the same")
+            default: return ControlAck("compared with \(serverURL): \(outcome.detail ?? outcome.result)")
+            }
+        }
         var rescan = WatchBatch()
         rescan.overflow = true
         handleWatch(rescan)
@@ -204,8 +216,18 @@ extension Agent: ControlHandler {
             throw ControlError(.failed, "cannot requeue refused changes: \(error)")
         }
         paths += retryTransfers(under: path).filter { !paths.contains($0) }
+        do {
+            let due = try await replica.makeUnappliedDue(under: path)
+            paths += due.filter { !paths.contains($0) }
+            if !due.isEmpty {
+                logger.info("retrying \(due.count) remote change(s) not applied (sinkid retry)")
+                Task { await self.retryNotApplied() }
+            }
+        } catch {
+            throw ControlError(.failed, "cannot retry the remote changes not applied: \(error)")
+        }
         if let path, paths.isEmpty {
-            throw ControlError(.notFound, "nothing the server refused and no failed transfer at or below \(quoted(path)) (sinkid status lists them)")
+            throw ControlError(.notFound, "nothing the server refused, no failed transfer and no remote change not applied at or below \(quoted(path)) (sinkid status lists them)")
         }
         if !paths.isEmpty {
             logger.info("retrying \(paths.count) refused change(s) (sinkid retry)")

@@ -114,7 +114,7 @@ extension Agent {
         publishApplied(report.applied)
         var batch = WatchBatch()
         batch.changes = await replica.takeRescans().map { WatchBatch.Change(root: $0, relative: "", recursive: true) }
-            + report.toCheck.map { WatchBatch.Change(root: $0.root, relative: $0.relative, recursive: true) }
+            + report.toCheck.map { WatchBatch.Change(root: $0.root.index, relative: $0.relative, recursive: true) }
         if !batch.changes.isEmpty { handleWatch(batch) }
         if !report.conflicts.isEmpty { try await settleConflicts(report.conflicts) }
     }

@@ -19,6 +19,12 @@ extension Agent {
                 _ = await sleeper.sleep(milliseconds: 3_600_000)
                 continue
             }
+            if !accessOpen {
+                prefetched?.cancel()
+                prefetched = nil
+                await waitForAccess()
+                continue
+            }
             let pending = prefetched
             prefetched = nil
             var upcoming: Task<RecordPage, any Error>?
@@ -37,30 +43,45 @@ extension Agent {
                     let token = page.token
                     upcoming = Task { try await self.page(after: token) }
                 }
-                try await absorb(page)
+                try await applyRemote(page.records, token: page.token)
                 prefetched = upcoming
                 upcoming = nil
                 if !page.more && page.records.count > 100 { trimMemory() }
                 if !page.more && !caughtUp {
                     caughtUp = true
-                    logger.info("up to date with \(serverURL)")
+                    // "Up to date" only once nothing waits either way (`sayIfUpToDate`).
+                    let pendingNow = await replica.pendingCount
+                    if pendingNow > 0 { logger.info("read \(serverURL)'s changes to the end; \(pendingNow) local change(s) to send") }
+                    await sayIfUpToDate()
+                    // Changes an earlier run could not apply are tried again now that the feed is read.
+                    scheduleRetry()
+                    if uncleanStart {
+                        uncleanStart = false
+                        Task { await self.verifyNow("the last run did not stop cleanly") }
+                    } else if verify.last?.result == "differing" || verify.last?.result == "failed" {
+                        Task { await self.verifyNow("the last comparison found differences") }
+                    }
                 }
                 pumpPush()
+                if caughtUp { await sayIfUpToDate() }
             } catch let error as SyncError {
                 if stopping { return }
                 if case .transport(.cancelled) = error { return }
+                if noteAccess(error) { continue }
                 if error.isStaleToken {
-                    logger.warning("the server does not know our change token (\(error)); reading its feed from the start")
+                    // The history between our position and now may have lost tombstones: a full
+                    // comparison stands in for it, and the feed goes on from where the server stood.
+                    logger.warning("the server does not know our change token (\(error)); comparing everything with it instead")
                     try? await replica.resetFeed()
+                    // Another store altogether (a server made afresh): the versions agreed with the old one mean nothing there.
+                    let replaced: Bool
+                    if case let .problem(problem) = error { replaced = problem.code == ProblemKind.badToken.code } else { replaced = false }
+                    let outcome = await verifyNow("the server no longer knows our change token", adoptHead: true, storeReplaced: replaced)
+                    if outcome.result == "failed" { _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000)) }
                     continue
                 }
                 if case .transport = error { disconnected(error) } else { logger.error("\(error)") }
                 _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
-            } catch let error as TransferStalled {
-                // Nothing past the failed download is applied; `sinkid retry` wakes this.
-                if stopping { return }
-                logger.warning("\(error)")
-                _ = await sleeper.sleep(milliseconds: 3_600_000)
             } catch {
                 if stopping || Task.isCancelled { return }
                 logger.error("cannot apply remote changes: \(error)")
@@ -69,27 +90,26 @@ extension Agent {
         }
     }
 
+    /// Says "up to date with SERVER" once the agent gets there after a start or a lost connection:
+    /// the feed read to its end, nothing local to send, nothing remote waiting to be applied. Not
+    /// per change after that: a busy folder would log a line each time.
+    func sayIfUpToDate() async {
+        guard caughtUp, !stopping, !saidUpToDate, let replica else { return }
+        if await replica.isSettled {
+            saidUpToDate = true
+            if let run = pushRun, run.sent > 0 {
+                let seconds = Double(Clock.monotonic() - run.startedAt) / 1e9
+                logger.info("sent \(HumanUnits.grouped(run.sent)) local change(s) (\(HumanUnits.bytes(run.bytes))) in \(String(format: "%.1f", seconds)) s")
+            }
+            pushRun = nil
+            logger.info("up to date with \(serverURL)")
+            control.notifier?.status(serviceStatus)
+        }
+    }
+
     /// The catch-up page after `token`, asked for without waiting.
     private func page(after token: String) async throws -> RecordPage {
         guard let client else { throw CancellationError() }
         return try await client.changes(since: token, wait: 0, limit: 1000)
-    }
-
-    /// Applies one feed page. Content that is not inline is fetched first, so the stored token
-    /// never moves past a record that did not reach the disk.
-    func absorb(_ page: RecordPage) async throws {
-        guard let replica, let client else { return }
-        var records = page.records
-        let missing = try await replica.missingContent(records)
-        for index in missing {
-            if let full = try await client.record(at: records[index].path), full.changeTag == records[index].changeTag {
-                records[index] = full
-            }
-        }
-        // Large files are downloaded and checked first, for the same reason.
-        let fetched = try await fetchAssets(records)
-        let report = try await replica.apply(records, token: page.token)
-        try await noteApplied(report)
-        if !fetched.isEmpty { await replica.discardDownloads(fetched) }
     }
 }

@@ -9,6 +9,8 @@ extension Agent {
     /// delay, merge rules, `[merge]` settings, observers) changes; anything else is logged as
     /// needing a restart.
     func reload() {
+        // A new token in the same file needs no restart.
+        Task { await self.rereadToken() }
         guard let reloader = control.reloader else {
             logger.warning("SIGHUP: this agent was started without a config to read again")
             return

@@ -5,11 +5,11 @@ import SinkiSupport
 import SinkiTransfer
 import SinkiWatch
 
-/// Downloads a transfer waits for: one failed after its last attempt, and waits for `sinkid retry`.
-struct TransferStalled: Error, CustomStringConvertible {
-    var path: String
-    var reason: String
-    var description: String { "the download of \(quoted(path)) failed (\(reason)); remote changes wait for sinkid retry" }
+/// What `fetchAssets` brought: the downloads it holds for the apply, and the records whose content
+/// could not be fetched, with why.
+struct AssetFetchResult {
+    var fetched: [AssetFetch] = []
+    var failed: [String: ApplyFailure] = [:]
 }
 
 extension Agent {
@@ -24,7 +24,7 @@ extension Agent {
         options.attempts = configuration.transfer.attempts
         options.maxRate = configuration.transfer.maxRate
         options.computeSHA256 = true
-        let server = TusServer(endpoint: serverURL + "/v1/uploads/", bearerToken: configuration.token)
+        let server = TusServer(endpoint: serverURL + Routes.uploads, bearerToken: client?.bearerToken)
         let made = TusClient(http: http, server: server, options: options, logger: logger.child("tus"))
         transfers.client = made
         return made
@@ -36,7 +36,7 @@ extension Agent {
     func pumpUploads() {
         // Not gated on `reachable`: that turns true only when a long-poll answers, and the tus client
         // retries a server out of reach on its own.
-        guard caughtUp, !stopping, !control.paused, !transfers.choosingUploads, let replica else { return }
+        guard caughtUp, !stopping, !control.paused, accessOpen, !transfers.choosingUploads, let replica else { return }
         let width = max(1, configuration.transfer.parallel)
         guard transfers.uploads.count < width else { return }
         transfers.choosingUploads = true
@@ -96,6 +96,8 @@ extension Agent {
                     + "uploading it again once it is read")
                 do { try await client.terminate(result.url) } catch { logger.debug("terminating \(result.url): \(error)") }
                 try? await replica.dropUpload(path)
+                // Read whatever the stat says: a file rewritten within one clock tick keeps its stat.
+                try? await replica.distrustStat(path)
                 lookAgain(path)
                 return
             }
@@ -106,12 +108,19 @@ extension Agent {
             connected()
             logger.info("uploaded \(quoted(path)): \(result.size) bytes, \(result.bytesSent) sent now\(result.resumed ? " (resumed)" : "")")
             transfers.failed[key] = nil
+            failedUploadAttempts[key] = nil
             pumpPush()
         } catch {
             if stopping || control.paused || Task.isCancelled { return }
             if let row = try? await replica.knownFile(path), !row.present || row.sha256 != source.sha256 {
                 // Changed meanwhile: the new content gets its own upload once it is hashed.
                 logger.info("\(quoted(path)) changed while it was uploaded; uploading it again once it is read")
+                return
+            }
+            if error is UploadSuperseded {
+                // The file changed under the upload before its new content was hashed: read it again.
+                logger.info("\(quoted(path)) changed while it was uploaded; reading it again")
+                lookAgain(path)
                 return
             }
             if let error = error as? TusError {
@@ -125,8 +134,20 @@ extension Agent {
                 }
                 if Self.serverUnreachable(error) { disconnected(error); return }
             }
-            transfers.failed[key] = TransferBook.Failure(direction: .upload, total: source.size, reason: "\(error)")
-            logger.error("upload of \(quoted(path)) failed: \(error); sinkid retry starts it again")
+            let attempts = (failedUploadAttempts[key] ?? 0) + 1
+            failedUploadAttempts[key] = attempts
+            transfers.failed[key] = TransferBook.Failure(direction: .upload, total: source.size, reason: "\(error)", attempts: attempts)
+            let delay = TransferBook.uploadRetryDelay(attempts: attempts)
+            logger.error("upload of \(quoted(path)) failed: \(error); tried again in \(Int(delay)) s (sinkid retry: now)")
+            Task {
+                _ = await sleeper?.sleep(milliseconds: UInt64(delay * 1000))
+                // Still failed (not retried by hand, not superseded by a change meanwhile): start it again.
+                guard !stopping, transfers.failed[key]?.attempts == attempts else { return }
+                transfers.failed[key] = nil
+                // The server may take it now (a larger Tus-Max-Size, say): ask it again what it offers.
+                transfers.client = nil
+                pumpUploads()
+            }
         }
     }
 
@@ -141,54 +162,94 @@ extension Agent {
 
     /// Has the watcher's path look at `path` again (it changed, or is not what the database says).
     func lookAgain(_ path: String) {
-        guard let slash = path.firstIndex(of: "/"), let root = configuration.roots.firstIndex(where: { $0.name == path[..<slash] }) else { return }
-        recheckLater([(root, String(path[path.index(after: slash)...]))])
+        guard let root = rootIndex(of: path), let relative = PathText.afterFirstComponent(path) else { return }
+        recheckLater([(root, relative)])
     }
 
     // MARK: Downloads
 
     /// Downloads the assets `records` need, up to `[transfer] parallel` at once, before they are
-    /// applied: a page is applied only when every byte it names is here and checked. Returns what was
-    /// fetched, for `Replica.discardDownloads` once applied.
-    func fetchAssets(_ records: [Record]) async throws -> [AssetFetch] {
-        guard let replica, records.contains(where: { $0.asset != nil }) else { return [] }
+    /// applied: a record is written only when every byte it names is here and checked. A download that
+    /// failed after its last attempt is returned in `failed` (its record is then kept as not applied,
+    /// with why, and tried again later); a server out of reach throws. Every download returned is held
+    /// until `releaseDownloads`: two callers needing the same bytes never remove them under each other.
+    func fetchAssets(_ records: [Record], retrying: Bool = false) async throws -> AssetFetchResult {
+        guard let replica, records.contains(where: { $0.asset != nil }) else { return AssetFetchResult() }
         let fetches = try await replica.assetsToFetch(records)
-        if fetches.isEmpty { return [] }
+        var result = AssetFetchResult(fetched: fetches)
+        if fetches.isEmpty { return result }
+        for fetch in fetches { transfers.downloadHolds[fetch.asset.sha256, default: 0] += 1 }
+        var needed: [AssetFetch] = []
         for fetch in fetches where !fetch.ready {
-            if let failure = transfers.failed[TransferBook.Key.of(.download, fetch.path)] {
-                throw TransferStalled(path: fetch.path, reason: failure.reason)
+            let key = TransferBook.Key.of(.download, fetch.path)
+            if let failure = transfers.failed[key], !retrying {
+                result.failed[fetch.path] = ApplyFailure(.downloadFailed, "its download failed: \(failure.reason)")
+            } else {
+                transfers.failed[key] = nil
+                needed.append(fetch)
             }
         }
-        let needed = fetches.filter { !$0.ready }
         let width = max(1, configuration.transfer.parallel)
         var start = 0
         while start < needed.count {
             let wave = needed[start..<min(start + width, needed.count)]
-            let tasks = wave.map { fetch in Task { try await self.download(fetch) } }
-            var failure: (any Error)?
+            let tasks = wave.map { fetch in sharedDownload(fetch) }
+            var thrown: (any Error)?
             await withTaskCancellationHandler {
-                for task in tasks {
-                    do { try await task.value } catch { failure = failure ?? error }
+                for (fetch, task) in zip(wave, tasks) {
+                    do {
+                        if let failure = try await task.value { result.failed[fetch.path] = failure }
+                    } catch { thrown = thrown ?? error }
                 }
             } onCancel: {
                 for task in tasks { task.cancel() }
             }
-            if let failure { throw failure }
+            if let thrown {
+                await releaseDownloads(result)
+                throw thrown
+            }
             start += width
         }
-        return fetches
+        return result
+    }
+
+    /// The download of `fetch`'s bytes: the one already running for the same content (another page,
+    /// a push's conflict, a retry), or a new one. Two downloads of one content would share one partial
+    /// file and pull it from under each other.
+    private func sharedDownload(_ fetch: AssetFetch) -> Task<ApplyFailure?, any Error> {
+        if let running = transfers.downloading[fetch.asset.sha256] { return running }
+        let task = Task { () -> ApplyFailure? in
+            defer { self.transfers.downloading[fetch.asset.sha256] = nil }
+            return try await self.download(fetch)
+        }
+        transfers.downloading[fetch.asset.sha256] = task
+        return task
+    }
+
+    /// Lets go of downloads `fetchAssets` returned; the last holder of one that the apply did not
+    /// consume removes it.
+    func releaseDownloads(_ result: AssetFetchResult) async {
+        guard let replica else { return }
+        var unused: [AssetFetch] = []
+        for fetch in result.fetched {
+            let left = (transfers.downloadHolds[fetch.asset.sha256] ?? 1) - 1
+            transfers.downloadHolds[fetch.asset.sha256] = left > 0 ? left : nil
+            if left <= 0 { unused.append(fetch) }
+        }
+        if !unused.isEmpty { await replica.discardDownloads(unused) }
     }
 
     /// Downloads one asset into the state folder (going on from what an earlier try left), checked
-    /// against its size and SHA-256; a mismatch is downloaded again, never kept.
-    private func download(_ fetch: AssetFetch) async throws {
+    /// against its size and SHA-256; a mismatch is downloaded again, never kept. Returns why it failed
+    /// after its last attempt; throws when the server is out of reach or the agent stops.
+    private func download(_ fetch: AssetFetch) async throws -> ApplyFailure? {
         guard let replica, let client = tusClient() else { throw CancellationError() }
         let key = TransferBook.Key.of(.download, fetch.path)
         let size = fetch.asset.size
         transfers.moving[key] = TransferBook.Moving(direction: .download, total: size)
         defer { transfers.moving[key] = nil }
         do {
-            let received = try await client.download(serverURL + "/v1/assets/" + fetch.asset.id, to: fetch.partialPath, size: size,
+            let received = try await client.download(serverURL + Routes.assets + fetch.asset.id, to: fetch.partialPath, size: size,
                                                      sha256: fetch.asset.sha256,
                                                      progress: { [unowned self] done, total in
                 // A resumed download's total is what was left to fetch.
@@ -200,13 +261,16 @@ extension Agent {
         } catch {
             if Self.serverUnreachable(error) {
                 disconnected(error)
-            } else {
-                transfers.failed[key] = TransferBook.Failure(direction: .download, total: size, reason: "\(error)")
-                logger.error("download of \(quoted(fetch.path)) failed: \(error); sinkid retry starts it again")
+                throw error
             }
-            throw error
+            transfers.failed[key] = TransferBook.Failure(direction: .download, total: size, reason: "\(error)")
+            logger.error("download of \(quoted(fetch.path)) failed: \(error); tried again later (or now with sinkid retry)")
+            return ApplyFailure(.downloadFailed, "its download failed: \(error)")
         }
-        try await replica.downloadFinished(fetch)
+        do { try await replica.downloadFinished(fetch) } catch {
+            return ApplyFailure.from(error)
+        }
+        return nil
     }
 
     // MARK: Control
@@ -216,14 +280,13 @@ extension Agent {
         let keys = transfers.failed.keys.filter { key in
             guard let path else { return true }
             let failed = TransferBook.Key.path(of: key)
-            return failed == path || failed.hasPrefix(path + "/")
+            return PathText.isWithin(failed, path)
         }
         guard !keys.isEmpty else { return [] }
         for key in keys { transfers.failed[key] = nil }
         // The server may have changed what it takes (its maximum size, say): ask it again.
         transfers.client = nil
         logger.info("retrying \(keys.count) failed transfer(s) (sinkid retry)")
-        if keys.contains(where: { $0.hasPrefix("download:") }) { sleeper?.wakeAll() }
         pumpUploads()
         return keys.map(TransferBook.Key.path).sorted()
     }

@@ -66,6 +66,9 @@ extension Agent {
                     note(report, root: root)
                 }
                 if queued > 0 { logger.debug("watch: \(queued) local change(s) queued") }
+                // A local event may have removed the cause of a remote change not applied (space freed,
+                // a file closed, a folder made or made writable): those of its root are tried now.
+                for root in Set(batch.changes.map(\.root) + batch.moves.map(\.root)) { causeMayHaveGone(root: root) }
                 let unstable = await replica.takeUnstable()
                 if !unstable.isEmpty { recheckLater(unstable) }
                 let deferred = await replica.takeDeferred()

@@ -39,6 +39,19 @@ public actor Agent {
     var sleeper: LoopSleeper?
     var signals: [LoopSignal] = []
     var server: SyncServer?
+    /// The token the embedded server knows this agent by (`STATE/token`).
+    var embeddedToken: String?
+    /// Whether the server takes our token and how fast it lets us ask (`Agent+Access.swift`).
+    var access = ServerAccess()
+    var tokenWatchRunning = false
+    /// One push may go while the server is thought unreachable (`schedulePushProbe`).
+    var pushProbe = false
+    var pushProbeScheduled = false
+    var accessWakeScheduled = false
+    /// "up to date" was said and nothing has waited since (`sayIfUpToDate`).
+    var saidUpToDate = false
+    /// Failures in a row of each upload (by transfer key), for the delay before it is tried again.
+    var failedUploadAttempts: [String: Int] = [:]
     var lock: FileDescriptor?
 
     var stopping = false
@@ -53,6 +66,10 @@ public actor Agent {
     var preparingPush = false
     /// A push was asked for while a batch was being read (see `pumpPush`).
     var pushWanted = false
+    /// The current run of sending (nil once nothing waits): what status says of a long push.
+    var pushRun: PushProgress?
+    /// When systemd last heard of the run's progress (monotonic nanoseconds).
+    var pushRunToldAt: Int64 = 0
     var inFlightPaths = Set<String>()
     var finished: CheckedContinuation<ExitCode, Never>?
     /// Watcher batches waiting for the replica; one look at the disk runs at a time, and batches
@@ -65,12 +82,19 @@ public actor Agent {
     var watchLimitWarned = false
     var unwatchedCount = 0
     var exitCode = ExitCode.success
+    /// The last run on this state folder did not stop cleanly: once caught up, everything is compared
+    /// with the server (what it was doing may have been cut off anywhere).
+    var uncleanStart = false
     /// The control socket, systemd, SIGHUP and pause (Agent+Control.swift).
     var control = AgentControl()
     /// Large files moving through tus (Agent+Transfers.swift).
     var transfers = TransferBook()
     /// Merge rules, the engine and observers (Agent+Merge.swift).
     var merge: AgentMerge
+    /// Remote changes not applied yet, tried again (Agent+Retry.swift).
+    var retries = RetrySchedule()
+    /// Full comparisons with the server (Agent+Verify.swift).
+    var verify = VerifyState()
 
     public init(configuration: AgentConfiguration, loop: EventLoop, logger: Logger) {
         self.configuration = configuration
@@ -104,6 +128,7 @@ public actor Agent {
             await look.value
             if diskTask == look { diskTask = nil }
         }
+        if code == .success { try? await replica?.markStopped() }
         tearDown()
         return code
     }
@@ -144,7 +169,8 @@ public actor Agent {
             throw AgentError(.ioError, "cannot open the state database in \(configuration.stateDirectory): \(error)")
         }
         let http = HTTPClient(loop: loop, logger: logger.child("http"))
-        client = SyncClient(http: http, base: serverURL, token: configuration.token, device: configuration.device)
+        http.caFile = configuration.caFile
+        client = SyncClient(http: http, base: serverURL, token: configuration.token ?? embeddedToken, device: configuration.device)
         sleeper = LoopSleeper(loop: loop)
         let watcher = Watcher(loop: loop, inotify: inotify, echoes: echoes, delayMilliseconds: configuration.watchDelayMilliseconds,
                               logger: logger.child("watch"))
@@ -188,6 +214,8 @@ public actor Agent {
                                                 dataDirectory: self.configuration.stateDirectory + "/server")
         do {
             let server = try SyncServer(configuration: configuration, logger: logger.child("server"))
+            embeddedToken = try EmbeddedAccount.token(in: server.store, stateDirectory: self.configuration.stateDirectory,
+                                                      device: self.configuration.device)
             try server.start()
             self.server = server
             // With port 0 the kernel picked one: talk to that.
@@ -202,6 +230,10 @@ public actor Agent {
     }
 
     private func tearDown() {
+        retries.timer?.stop()
+        retries.timer = nil
+        verify.timer?.stop()
+        verify.timer = nil
         stopControl()
         watcher?.stop()
         watcher = nil
@@ -215,8 +247,10 @@ public actor Agent {
         await openMergeState()
         do {
             try await replica.bindServer(feedKey)
+            uncleanStart = try await replica.markRunning()
+            verify.last = try await replica.lastVerify()
             try await replica.recoverInterruptedApply()
-            await replica.useUploadEndpoint(serverURL + "/v1/uploads/")
+            await replica.useUploadEndpoint(serverURL + Routes.uploads)
             await replica.setInlineLimit(configuration.transfer.inlineMax)
             let started = Clock.monotonic()
             var queued = 0
@@ -236,6 +270,7 @@ public actor Agent {
         }
         pullTask = Task { await self.pullLoop() }
         schedulePeriodicRescan()
+        scheduleVerify()
         // After the feed's first request is out: a trim after a big scan takes a while.
         Task { self.trimMemory() }
     }

@@ -14,6 +14,10 @@ public struct AgentConfiguration: Sendable {
     public var device: String
     /// Bearer token sent on every request.
     public var token: String?
+    /// PEM certificates trusted for an `https://` server (`[server] ca-file`); nil: the system's.
+    public var caFile: String?
+    /// The file the token was read from, read again when the server refuses it (`Agent+Access.swift`).
+    public var tokenFile: String?
     /// How long a file written without a close must be quiet before it is read (`[watch] delay`).
     public var watchDelayMilliseconds: UInt64
     /// Seconds a change-feed request waits on the server when nothing is new.
@@ -26,6 +30,8 @@ public struct AgentConfiguration: Sendable {
     public var logLevel: LogLevel = .info
     /// Seconds between safety rescans of every root (`[watch] rescan`); 0 turns them off.
     public var rescanSeconds: Double = 3600
+    /// Seconds between full comparisons with the server (`[agent] verify-interval`); 0 turns them off.
+    public var verifySeconds: Double = 6 * 3600
     /// Config lines that are allowed but probably wrong, logged at start.
     public var warnings: [String] = []
     /// `[transfer]`: how large files move (docs/configuration.md).

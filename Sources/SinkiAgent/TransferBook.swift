@@ -1,4 +1,5 @@
 import SinkiControl
+import SinkiState
 import SinkiSupport
 import SinkiTransfer
 
@@ -15,11 +16,21 @@ struct TransferBook {
         var since: (at: Int64, done: Int64)?
     }
 
-    /// A transfer that gave up, with why.
+    /// A transfer that gave up, with why. An upload is started again on its own after a growing
+    /// delay (`failedUploads`), or at once by `sinkid retry`.
     struct Failure {
         var direction: TransferStatus.Direction
         var total: Int64
         var reason: String
+        /// Failures of this transfer in a row (it is started again after each).
+        var attempts = 1
+    }
+
+    /// The delay before a failed upload is started again after its `attempts`-th failure in a row:
+    /// 30 s doubling to 10 minutes, ±20 %, so a file the server refuses for a while is not lost from
+    /// view and not hammered either.
+    static func uploadRetryDelay(attempts: Int) -> Double {
+        min(600, 30 * Double(1 << min(5, max(0, attempts - 1)))) * Double.random(in: 0.8...1.2)
     }
 
     /// Created on first use; dropped by `sinkid retry` so that the server is asked again what it offers.
@@ -29,6 +40,10 @@ struct TransferBook {
     /// Keyed by `Key.of(direction, path)`.
     var moving: [String: Moving] = [:]
     var failed: [String: Failure] = [:]
+    /// Checked downloads (by SHA-256) and how many callers hold each until their apply is done.
+    var downloadHolds: [String: Int] = [:]
+    /// Downloads running, by the SHA-256 of their content: a second caller waits for the first.
+    var downloading: [String: Task<ApplyFailure?, any Error>] = [:]
 
     enum Key {
         static func of(_ direction: TransferStatus.Direction, _ path: String) -> String { direction.rawValue + ":" + path }

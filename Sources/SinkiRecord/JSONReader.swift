@@ -12,6 +12,13 @@ public struct JSONError: Error, Sendable, CustomStringConvertible {
 public struct JSONReader {
     private let bytes: [UInt8]
     private var index = 0
+    /// Objects and arrays open around the reader's position.
+    private var depth = 0
+
+    /// Deepest nesting read. Reading recurses once per level, so without a bound a body of a few
+    /// megabytes of `[` (a change-feed page, a modify request) overflowed the stack of whoever read it;
+    /// no document of the protocol nests more than a handful of levels.
+    public static let maxDepth = 512
 
     public init(_ bytes: [UInt8]) { self.bytes = bytes }
 
@@ -49,6 +56,8 @@ public struct JSONReader {
     /// `body` must consume the value (read it or `skipValue()`).
     public mutating func readObject(_ body: (inout JSONReader, String) throws -> Void) throws {
         try expect(UInt8(ascii: "{"))
+        try enter()
+        defer { depth -= 1 }
         if peek() == UInt8(ascii: "}") { index += 1; return }
         while true {
             let key = try readString()
@@ -65,6 +74,8 @@ public struct JSONReader {
     /// Reads an array, calling `body` once per element; `body` must consume the element.
     public mutating func readArray(_ body: (inout JSONReader) throws -> Void) throws {
         try expect(UInt8(ascii: "["))
+        try enter()
+        defer { depth -= 1 }
         if peek() == UInt8(ascii: "]") { index += 1; return }
         while true {
             try body(&self)
@@ -74,6 +85,11 @@ public struct JSONReader {
             default: throw fail("expected ',' or ']' in array")
             }
         }
+    }
+
+    private mutating func enter() throws {
+        guard depth < Self.maxDepth else { throw fail("nested deeper than \(Self.maxDepth) levels") }
+        depth += 1
     }
 
     /// Consumes `null` if it is next and says so.
@@ -132,6 +148,9 @@ public struct JSONReader {
         guard index > start, let value = Double(String(decoding: bytes[start..<index], as: UTF8.self)) else {
             throw fail("expected a number")
         }
+        // `1e999` reads as infinity, which JSON cannot write back (the writer puts null): refused like an
+        // integer out of range.
+        guard value.isFinite else { throw fail("number out of range") }
         return value
     }
 
@@ -298,15 +317,22 @@ public enum JSONValue: Sendable, Equatable {
         case let (.string(a), .string(b)): return a == b
         case let (.array(a), .array(b)): return a == b
         case let (.object(a), .object(b)):
-            guard a.count == b.count else { return false }
-            let right = Dictionary(b, uniquingKeysWith: { _, last in last })
-            return a.allSatisfy { key, value in right[key] == value }
+            // Members as the subscript reads them: of a repeated key, the last counts. (Comparing `a`'s
+            // members one by one against `b`'s last ones made an object with a repeated key unequal to
+            // itself.)
+            return Dictionary(a, uniquingKeysWith: { _, last in last }) == Dictionary(b, uniquingKeysWith: { _, last in last })
         default: return false
         }
     }
 
     public subscript(key: String) -> JSONValue? {
         if case let .object(members) = self { return members.last(where: { $0.0 == key })?.1 }
+        return nil
+    }
+
+    /// An array's element; nil when out of range or not an array.
+    public subscript(index: Int) -> JSONValue? {
+        if case let .array(elements) = self, elements.indices.contains(index) { return elements[index] }
         return nil
     }
 

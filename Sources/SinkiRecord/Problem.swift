@@ -5,17 +5,21 @@ public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
     public var title: String
     public var detail: String
     public var requestId: String
+    /// An extension member (RFC 9457 §3.2): the request field or token scope field the problem is
+    /// about (`prefix`, `maxUploads`, `path`), so a client can act on it without parsing `detail`.
+    public var field: String?
 
-    public init(status: Int, code: String, title: String, detail: String, requestId: String = "") {
+    public init(status: Int, code: String, title: String, detail: String, requestId: String = "", field: String? = nil) {
         self.status = status
         self.code = code
         self.title = title
         self.detail = detail
         self.requestId = requestId
+        self.field = field
     }
 
-    public init(_ kind: ProblemKind, detail: String, requestId: String = "") {
-        self.init(status: kind.status, code: kind.code, title: kind.title, detail: detail, requestId: requestId)
+    public init(_ kind: ProblemKind, detail: String, requestId: String = "", field: String? = nil) {
+        self.init(status: kind.status, code: kind.code, title: kind.title, detail: detail, requestId: requestId, field: field)
     }
 
     public var type: String { "https://sinki.dev/problems/\(code)" }
@@ -34,6 +38,7 @@ public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
         writer.field("detail", detail)
         writer.field("code", code)
         writer.field("requestId", requestId)
+        if let field { writer.field("field", field) }
         writer.endObject()
     }
 
@@ -52,6 +57,7 @@ public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
             case "title": problem.title = try reader.readString()
             case "detail": problem.detail = try reader.readString()
             case "requestId": problem.requestId = try reader.readString()
+            case "field": problem.field = try reader.readString()
             default: try reader.skipValue()
             }
         }
@@ -91,6 +97,11 @@ public struct ProblemKind: Sendable, Equatable {
     public static let rangeNotSatisfiable = ProblemKind(code: "range-not-satisfiable", title: "The range lies outside the asset", status: 416)
     public static let uploadLocked = ProblemKind(code: "upload-locked", title: "Another request is writing this upload", status: 423)
     public static let checksumMismatch = ProblemKind(code: "checksum-mismatch", title: "The chunk does not match its Upload-Checksum", status: 460)
+    // Device tokens (docs/tokens.md):
+    public static let readOnlyToken = ProblemKind(code: "read-only-token", title: "The token is read-only", status: 403)
+    public static let beyondScope = ProblemKind(code: "beyond-scope", title: "The request goes beyond the token's scope", status: 403)
+    public static let rateLimited = ProblemKind(code: "rate-limited", title: "Too many requests for this token; retry after the time given", status: 429)
+    public static let headersTooLarge = ProblemKind(code: "headers-too-large", title: "The request's header fields are too large", status: 431)
     public static let internalError = ProblemKind(code: "internal", title: "The server failed", status: 500)
     public static let unavailable = ProblemKind(code: "unavailable", title: "The server is shutting down or overloaded", status: 503)
 }

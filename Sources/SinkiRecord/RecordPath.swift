@@ -54,7 +54,7 @@ public struct RecordPath: Sendable, Hashable, CustomStringConvertible, Comparabl
     public init(validating path: String) throws(PathError) {
         if path.isEmpty { throw .empty }
         if path.utf8.count > Self.maxBytes { throw .tooLong(path) }
-        if path.hasPrefix("/") { throw .absolute(path) }
+        if path.utf8.first == UInt8(ascii: "/") { throw .absolute(path) }
         var components = 0
         for component in path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
             if component.isEmpty { throw .emptyComponent(path) }
@@ -75,39 +75,61 @@ public struct RecordPath: Sendable, Hashable, CustomStringConvertible, Comparabl
         try self.init(validating: root + "/" + relative)
     }
 
+    // Everything below works on the UTF-8 bytes, as validation and the kernel do. `String`'s own
+    // `firstIndex(of: "/")`, `split(separator: "/")` and `hasPrefix` see Characters: a `/` followed by a
+    // combining mark or a joiner (`SaveGames/\u{301}x`) is one Character that is not "/", so they would
+    // miss the separator the kernel walks, and `==` would take `café` written two ways for one name.
+
+    private static let slash = UInt8(ascii: "/")
+
+    /// The first and last `/`: validation guarantees at least one.
+    private var firstSlash: String.Index { string.utf8.firstIndex(of: Self.slash)! }
+    private var lastSlash: String.Index { string.utf8.lastIndex(of: Self.slash)! }
+
     /// The root name: the first component.
-    public var root: String {
-        String(string[..<string.firstIndex(of: "/")!])
-    }
+    public var root: String { String(string.utf8[..<firstSlash])! }
 
     /// The path below the root.
-    public var relative: String {
-        String(string[string.index(after: string.firstIndex(of: "/")!)...])
-    }
+    public var relative: String { String(string.utf8[string.utf8.index(after: firstSlash)...])! }
 
     /// The components below the root.
-    public var relativeComponents: [Substring] { relative.split(separator: "/") }
+    public var relativeComponents: [Substring] {
+        string.utf8[string.utf8.index(after: firstSlash)...].split(separator: Self.slash).map { Substring($0) }
+    }
 
     /// The last component.
-    public var name: String {
-        String(string[string.index(after: string.lastIndex(of: "/")!)...])
-    }
+    public var name: String { String(string.utf8[string.utf8.index(after: lastSlash)...])! }
 
     /// The parent path, nil when the parent is the root itself.
     public var parent: RecordPath? {
-        let cut = string[..<string.lastIndex(of: "/")!]
-        guard cut.contains("/") else { return nil }
-        return try? RecordPath(validating: String(cut))
+        let cut = string.utf8[..<lastSlash]
+        guard cut.contains(Self.slash) else { return nil }
+        return try? RecordPath(validating: String(cut)!)
     }
 
     /// Number of components below the root.
-    public var depth: Int { relative.utf8.reduce(1) { $1 == UInt8(ascii: "/") ? $0 + 1 : $0 } }
+    public var depth: Int { string.utf8.reduce(0) { $1 == Self.slash ? $0 + 1 : $0 } }
 
     /// Whether `self` is `other` or lies below it.
     public func isWithin(_ other: RecordPath) -> Bool {
-        string == other.string || string.hasPrefix(other.string + "/")
+        let mine = string.utf8, theirs = other.string.utf8
+        guard mine.starts(with: theirs) else { return false }
+        let rest = mine.dropFirst(theirs.count)
+        return rest.isEmpty || rest.first == Self.slash
     }
 
     public var description: String { string }
-    public static func < (lhs: RecordPath, rhs: RecordPath) -> Bool { lhs.string < rhs.string }
+
+    /// Byte for byte: two names the kernel keeps apart are two paths.
+    public static func == (lhs: RecordPath, rhs: RecordPath) -> Bool { lhs.string.utf8.elementsEqual(rhs.string.utf8) }
+
+    public func hash(into hasher: inout Hasher) {
+        for byte in string.utf8 { hasher.combine(byte) }
+        hasher.combine(string.utf8.count)
+    }
+
+    /// Bytewise UTF-8 order, the server's order of look-ups (docs/protocol.md).
+    public static func < (lhs: RecordPath, rhs: RecordPath) -> Bool {
+        lhs.string.utf8.lexicographicallyPrecedes(rhs.string.utf8)
+    }
 }

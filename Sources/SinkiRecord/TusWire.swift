@@ -118,13 +118,21 @@ public enum HTTPDate {
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }
 
-    /// Nanoseconds since the epoch of an IMF-fixdate; nil for anything else.
+    /// Nanoseconds since the epoch of an IMF-fixdate; nil for anything else, and for a date that
+    /// nanoseconds since the epoch cannot hold (before 1677 or after 2262).
     public static func parse(_ text: String) -> Int64? {
+        // Fixed-width digits only: `Int32` alone takes signs and any length, and a year such as 19294
+        // or -2147483648 overflowed the arithmetic below (a trap, found by fuzzing).
+        func digits(_ word: Substring, _ count: Int) -> Int32? {
+            guard word.utf8.count == count, word.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+            return Int32(word)
+        }
         let words = text.split(separator: " ")
-        guard words.count == 6, words[5] == "GMT", let day = Int32(words[1]), let month = months.firstIndex(of: String(words[2])),
-              let year = Int32(words[3]) else { return nil }
+        guard words.count == 6, words[5] == "GMT", let day = digits(words[1], 2), let month = months.firstIndex(of: String(words[2])),
+              let year = digits(words[3], 4) else { return nil }
         let clock = words[4].split(separator: ":")
-        guard clock.count == 3, let hour = Int32(clock[0]), let minute = Int32(clock[1]), let second = Int32(clock[2]) else { return nil }
+        guard clock.count == 3, let hour = digits(clock[0], 2), let minute = digits(clock[1], 2), let second = digits(clock[2], 2),
+              (1...31).contains(day), hour < 24, minute < 60, second <= 60 else { return nil }
         var parts = tm()
         parts.tm_year = year - 1900
         parts.tm_mon = Int32(month)
@@ -132,6 +140,7 @@ public enum HTTPDate {
         parts.tm_hour = hour
         parts.tm_min = minute
         parts.tm_sec = second
-        return Int64(timegm(&parts)) * 1_000_000_000
+        let (nanoseconds, overflow) = Int64(timegm(&parts)).multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? nil : nanoseconds
     }
 }

@@ -125,11 +125,15 @@ public struct RecordPage: Sendable, Equatable {
     public var token: String
     /// More records are ready now; ask again without waiting.
     public var more: Bool
+    /// On a look-up: the oldest change token the feed still takes (tombstones below it may have been
+    /// purged); nil on the change feed.
+    public var floor: Int64?
 
-    public init(records: [Record], token: String, more: Bool) {
+    public init(records: [Record], token: String, more: Bool, floor: Int64? = nil) {
         self.records = records
         self.token = token
         self.more = more
+        self.floor = floor
     }
 
     public var jsonBytes: [UInt8] {
@@ -141,6 +145,7 @@ public struct RecordPage: Sendable, Equatable {
         writer.endArray()
         writer.field("token", token)
         writer.field("more", more)
+        if let floor { writer.field("floor", floor) }
         writer.endObject()
         return writer.bytes
     }
@@ -153,6 +158,7 @@ public struct RecordPage: Sendable, Equatable {
             case "records": try reader.readArray { reader in page.records.append(try Record.read(from: &reader)) }
             case "token": page.token = try reader.readString()
             case "more": page.more = try reader.readBool()
+            case "floor": page.floor = try reader.readInt64()
             default: try reader.skipValue()
             }
         }

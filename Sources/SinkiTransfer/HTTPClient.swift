@@ -18,6 +18,8 @@ public final class HTTPClient {
     public var maxSendRate: Int64 = 0
     /// Bytes per second per transfer, for transfers started after it is set; 0: unlimited.
     public var maxReceiveRate: Int64 = 0
+    /// Certificates (a PEM file) trusted for `https://` instead of the system's (`[server] ca-file`).
+    public var caFile: String?
 
     /// `sinkid/VERSION libcurl/VERSION`.
     public static let defaultUserAgent = "sinkid/0.1 " + (String(cString: curl_version()).split(separator: " ").first.map(String.init) ?? "libcurl")
@@ -57,7 +59,7 @@ public final class HTTPClient {
         loop.checkIsolated()
         if Task.isCancelled { throw .cancelled }
         let settings = EasyHandle.Settings(userAgent: userAgent, maxSendRate: request.maxRate ?? maxSendRate,
-                                           maxReceiveRate: request.maxRate ?? maxReceiveRate)
+                                           maxReceiveRate: request.maxRate ?? maxReceiveRate, caFile: caFile)
         let easy = try EasyHandle(request: request, sink: sink, settings: settings, progress: progress, tap: tap)
         let multi = self.multi
         let canceller = Canceller(loop: loop, multi: multi, easy: easy)

@@ -561,10 +561,15 @@ final class UploadRun {
 
     /// Takes the ETag of the answer that finished the upload, when it is a SHA-256 (64 hex digits).
     func learnSHA256(from response: HTTPResponse) {
-        var tag = Substring(response.header("ETag")?.trimmedSpaces ?? "")
+        serverSHA256 = Self.sha256(fromETag: response.header("ETag"))
+    }
+
+    /// The lowercase hex SHA-256 an `ETag` (quoted or not) holds; empty when it holds something else.
+    static func sha256(fromETag header: String?) -> String {
+        var tag = Substring(header?.trimmedSpaces ?? "")
         if tag.hasPrefix("\""), tag.hasSuffix("\""), tag.count >= 2 { tag = tag.dropFirst().dropLast() }
         let hex = tag.lowercased()
-        serverSHA256 = hex.utf8.count == 64 && hex.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) ? hex : ""
+        return hex.utf8.count == 64 && hex.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) ? hex : ""
     }
 
     func report(part: Int, inFlight bytes: Int64) {

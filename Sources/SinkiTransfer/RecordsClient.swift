@@ -1,7 +1,6 @@
 import SinkiLoop
 import SinkiRecord
 import SinkiSupport
-import SinkiTransfer
 
 /// Why a call to the sync server failed.
 public enum SyncError: Error, Sendable, CustomStringConvertible {
@@ -11,13 +10,24 @@ public enum SyncError: Error, Sendable, CustomStringConvertible {
     case problem(Problem)
     /// The server answered something that is not the protocol.
     case badResponse(String)
+    /// `429 Too Many Requests`: try again after the seconds of its `Retry-After` (nil: none given).
+    case rateLimited(Problem?, retryAfterSeconds: Int?)
 
     public var description: String {
         switch self {
         case let .transport(error): return "\(error)"
         case let .problem(problem): return "server: \(problem)"
         case let .badResponse(detail): return "server answered outside the protocol: \(detail)"
+        case let .rateLimited(problem, seconds):
+            return "server: too many requests" + (seconds.map { ", retry after \($0) s" } ?? "") + (problem.map { " (\($0.detail))" } ?? "")
         }
+    }
+
+    /// The server refused this device's token (401: unknown, revoked or expired; 403: beyond its scope):
+    /// nothing sent with it can get through until the token changes.
+    public var refusesToken: Bool {
+        if case let .problem(problem) = self { return problem.status == 401 || problem.status == 403 }
+        return false
     }
 
     /// The server does not know our change token any more: start the feed over.
@@ -27,18 +37,29 @@ public enum SyncError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// The wire calls of docs/protocol.md, over the agent's HTTP client. Loop-confined.
-final class SyncClient {
-    let http: HTTPClient
-    let base: String
-    let token: String?
-    let device: String
+/// The records calls of docs/protocol.md over the agent's HTTP client, beside the tus client: every request
+/// goes through one builder that adds the device's token. Loop-confined.
+public final class SyncClient {
+    public let http: HTTPClient
+    public let base: String
+    /// This device's bearer token; every request carries it (`request(_:_:)`).
+    public var bearerToken: String?
+    public let device: String
 
-    init(http: HTTPClient, base: String, token: String?, device: String) {
+    public init(http: HTTPClient, base: String, token: String?, device: String) {
         self.http = http
         self.base = base
-        self.token = token
+        bearerToken = token
         self.device = device
+    }
+
+    /// A request to `path` (a route of `Routes`, with its query) that carries this device's token: the one
+    /// place requests to the sync server are made, so none goes out without authentication.
+    private func request(_ method: String, _ path: String, timeout: Double) -> HTTPRequest {
+        var request = HTTPRequest(method: method, url: base + path, bearerToken: bearerToken)
+        request.headers = headers
+        request.timeout = timeout
+        return request
     }
 
     private var headers: [(String, String)] {
@@ -49,40 +70,50 @@ final class SyncClient {
     // only ever driven from the loop thread.
 
     /// Sends a modify batch whose JSON body was built off the loop.
-    func modify(body: [UInt8], isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> ModifyResponse {
-        var request = HTTPRequest(method: "POST", url: base + "/v1/records/modify", bearerToken: token)
-        request.headers = headers + [("Content-Type", "application/json")]
+    public func modify(body: [UInt8], isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> ModifyResponse {
+        var request = request("POST", Routes.modify, timeout: 300)
+        request.headers.append(("Content-Type", "application/json"))
         request.body = .bytes(body)
-        request.timeout = 300
         let response = try await send(request, isolation: isolation)
         return try await parse(response, isolation: isolation) { try ModifyResponse.parse($0) }
     }
 
     /// One page of the change feed; waits up to `wait` seconds on the server when nothing is new.
-    func changes(since token: String?, wait: Int, limit: Int, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> RecordPage {
-        var url = base + "/v1/changes?limit=\(limit)&wait=\(wait)&omitDataFrom=" + Self.escape(device)
-        if let token, !token.isEmpty { url += "&since=" + Self.escape(token) }
-        var request = HTTPRequest(method: "GET", url: url, bearerToken: token)
-        request.headers = headers
-        request.timeout = wait == 0 ? 300 : Double(wait + 60)
+    public func changes(since position: String?, wait: Int, limit: Int, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> RecordPage {
+        var path = Routes.changes + "?limit=\(limit)&wait=\(wait)&omitDataFrom=" + Self.escape(device)
+        if let position, !position.isEmpty { path += "&since=" + Self.escape(position) }
+        let request = request("GET", path, timeout: wait == 0 ? 300 : Double(wait + 60))
         let response = try await send(request, isolation: isolation)
         return try await parse(response, isolation: isolation) { try RecordPage.parse($0) }
     }
 
     /// The current record at exactly `path`, with its content.
-    func record(at path: String, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> Record? {
-        var request = HTTPRequest(method: "GET", url: base + "/v1/records?limit=1&data=1&path=" + Self.escape(path), bearerToken: token)
-        request.headers = headers
-        request.timeout = 300
+    public func record(at path: String, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> Record? {
+        let request = request("GET", Routes.records + "?limit=1&data=1&path=" + Self.escape(path), timeout: 300)
         let response = try await send(request, isolation: isolation)
         let page = try await parse(response, isolation: isolation) { try RecordPage.parse($0) }
-        return page.records.first { $0.path == path }
+        // By bytes: a look-up answer with another spelling of the name (NFC, NFD) is another path.
+        return page.records.first { $0.path.utf8.elementsEqual(path.utf8) }
+    }
+
+    /// One page of the records at `prefix` or below, in bytewise path order after `after`, without
+    /// content; its token is the feed position before the page was read.
+    public func list(prefix: String, after: String?, limit: Int, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> RecordPage {
+        var query = Routes.records + "?limit=\(limit)&path=" + Self.escape(prefix)
+        if let after { query += "&after=" + Self.escape(after) }
+        let request = request("GET", query, timeout: 300)
+        let response = try await send(request, isolation: isolation)
+        return try await parse(response, isolation: isolation) { try RecordPage.parse($0) }
     }
 
     private func send(_ request: HTTPRequest, isolation: isolated (any Actor)?) async throws(SyncError) -> HTTPResponse {
         let response: HTTPResponse
         do { response = try await http.send(request, isolation: isolation) } catch { throw .transport(error) }
         guard (200..<300).contains(response.status) else {
+            if response.status == 429 {
+                let seconds = response.header("Retry-After").flatMap { Int($0.filter { $0 != " " }) }.map { max(0, $0) }
+                throw .rateLimited(Problem.parse(response.body), retryAfterSeconds: seconds)
+            }
             if let problem = Problem.parse(response.body) { throw .problem(problem) }
             throw .badResponse("HTTP \(response.status) from \(request.url)")
         }

@@ -1,0 +1,65 @@
+import SinkiControl
+
+/// What decides the state `sinkid status` shows, for the agent or one root.
+struct SyncStateFacts: Sendable {
+    var safetyStop: String?
+    var paused = false
+    var scanned = true
+    /// The state database could not be read.
+    var problem: String?
+    var unreachable: String?
+    /// The server refused the token (its words).
+    var tokenRefused: String?
+    /// Seconds a 429 still holds requests back.
+    var rateLimitedSeconds: Int64?
+    var caughtUp = true
+    /// Local changes waiting to be sent (refused ones and those held by a waiting conflict not counted).
+    var toSend = 0
+    /// How the current run of sending goes, once it has sent something.
+    var progress: PushProgressView?
+    var refused = 0
+    var waitingConflicts = 0
+    /// Remote changes not applied here (the listed ones tell their causes).
+    var notApplied: [NotAppliedChange] = []
+    var notAppliedCount = 0
+    /// Paths that still differed from the server after the last full comparison.
+    var differing = 0
+    /// A full comparison runs and has repaired something already: it has not yet found the same.
+    var verifying = false
+}
+
+/// The state and its reason: "up to date" only when the feed is applied, nothing local waits to be
+/// sent, nothing remote waits to be applied, and the last full comparison found the same as the server.
+enum SyncStateRule {
+    static func decide(_ facts: SyncStateFacts) -> (state: SyncState, reason: String?) {
+        if let stop = facts.safetyStop { return (.stoppedForSafety, stop) }
+        if facts.paused { return (.paused, "sinkid pause; sinkid resume to go on") }
+        if !facts.scanned { return (.scanning, nil) }
+        if let problem = facts.problem { return (.error, problem) }
+        if let refused = facts.tokenRefused {
+            return (.error, "token refused by the server (\(refused)): nothing is sent and local changes are kept until the token file changes")
+        }
+        if let unreachable = facts.unreachable { return (.error, unreachable) }
+        if facts.notAppliedCount > 0 {
+            let first = facts.notApplied.first.map { ": \($0.path): \($0.reason)" } ?? ""
+            let words = "\(facts.notAppliedCount) remote change(s) not applied\(first)"
+            if facts.notApplied.contains(where: \.needsAttention) { return (.error, words + "; retried when the cause is gone (sinkid retry: now)") }
+            return (.syncing, words)
+        }
+        if facts.differing > 0 {
+            return (.error, "\(facts.differing) path(s) still differ from the server after the last full comparison (sinkid sync --verify)")
+        }
+        if let seconds = facts.rateLimitedSeconds { return (.syncing, "the server asked to slow down: next request in \(seconds) s") }
+        if !facts.caughtUp { return (.syncing, "reading the server's changes") }
+        if facts.toSend > 0 {
+            let words = "\(facts.toSend) local change(s) to send"
+            guard let progress = facts.progress, progress.sent > 0 else { return (.syncing, words) }
+            return (.syncing, words + "; " + progress.words)
+        }
+        if facts.verifying { return (.syncing, "comparing with the server again after repairs") }
+        var notes: [String] = []
+        if facts.refused > 0 { notes.append("\(facts.refused) change(s) refused by the server (sinkid retry)") }
+        if facts.waitingConflicts > 0 { notes.append("\(facts.waitingConflicts) conflict(s) wait for sinkid resolve") }
+        return (.upToDate, notes.isEmpty ? nil : notes.joined(separator: "; "))
+    }
+}

@@ -1,0 +1,13 @@
+/// The paths of the wire protocol (docs/protocol.md), written once for the server's router and the
+/// agent's clients.
+public enum Routes {
+    public static let modify = "/v1/records/modify"
+    public static let changes = "/v1/changes"
+    public static let records = "/v1/records"
+    /// The tus endpoint; an upload's URL is this followed by its id.
+    public static let uploads = "/v1/uploads/"
+    /// An asset's bytes: this followed by its id.
+    public static let assets = "/v1/assets/"
+    /// Minting a narrower token (`POST`).
+    public static let tokens = "/v1/tokens"
+}
