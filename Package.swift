@@ -19,6 +19,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // Typed wrappers for libcurl's variadic setopt calls, which Swift cannot call.
         .target(name: "CCurlShim", dependencies: ["CCurl"]),
         // Linux calls the Glibc module hides (syncfs, renameat2).
@@ -36,11 +37,13 @@ let package = Package(
         .target(name: "SinkiState", dependencies: ["CSystemShim", "CUV", "SinkiConfig", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiSupport", "SinkiWatch"], swiftSettings: strict),
         .target(name: "SinkiMerge", dependencies: ["CSystemShim", "SinkiConfig", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiConfig", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
-        .target(name: "SinkiServer", dependencies: ["CMicroHTTPD", "CMicroHTTPDShim", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
+        .target(name: "SinkiServer", dependencies: ["CMicroHTTPD", "CPQ", "CMicroHTTPDShim", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiControl", dependencies: ["CSocketShim", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiAgent", dependencies: ["CSystemShim", "SinkiConfig", "SinkiControl", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer", "SinkiWatch"], swiftSettings: strict),
         .target(name: "SinkiCLI", dependencies: ["SinkiAgent", "SinkiConfig", "SinkiControl", "SinkiLoop", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer"], swiftSettings: strict),
         .executableTarget(name: "sinkid", dependencies: ["SinkiCLI"], swiftSettings: strict),
+        // The chunker's throughput and edit-locality figures (bench/run chunker, docs/chunking.md).
+        .executableTarget(name: "bench-chunker", dependencies: ["SinkiSupport"], swiftSettings: strict),
 
         .target(name: "SinkiTestSupport", dependencies: ["SinkiRecord", "SinkiSupport"], path: "Tests/SinkiTestSupport", swiftSettings: strict),
         .testTarget(name: "SinkiRecordTests", dependencies: ["SinkiRecord"], swiftSettings: strict),
@@ -58,3 +61,19 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// libFuzzer targets (Fuzz/, docs/fuzzing.md): declared only when Fuzz/run.sh builds them, with
+// SINKI_FUZZ=1, into a build folder of their own. Each needs libFuzzer's `main`, which only a build
+// with `--sanitize fuzzer` links, so a normal `swift build` must not see them.
+if Context.environment["SINKI_FUZZ"] == "1" {
+    let fuzzTargets: [(name: String, dependencies: [Target.Dependency])] = [
+        ("config", ["SinkiConfig", "SinkiRecord"]),
+        ("record-json", ["SinkiRecord"]),
+        ("tus-headers", ["SinkiRecord", "SinkiServer", "SinkiTransfer"]),
+        ("record-path", ["SinkiRecord"]),
+    ]
+    for target in fuzzTargets {
+        package.targets.append(.executableTarget(name: "fuzz-" + target.name, dependencies: target.dependencies,
+                                                 path: "Fuzz/Targets/" + target.name, swiftSettings: strict))
+    }
+}

@@ -193,6 +193,10 @@ def _remove_leftovers():
 
 
 atexit.register(_remove_leftovers)
+# A benchmark stopped with SIGTERM (`timeout`, a closed terminal) unwinds like one stopped by an
+# error, so that every `finally` stops the servers and agents it started (they run in sessions of
+# their own and would otherwise outlive it).
+signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
 
 
 class Scratch:
@@ -215,17 +219,50 @@ class Scratch:
         _leftovers.append(self.path)
 
 
+def make_token(data, device, user="bench", database=None):
+    """A device token of `user` made with `sinkid serve token add` on the server's data folder (or
+    database): servers refuse every request without one, as deployed."""
+    argv = [sinkid(), "serve", "token", "add", user, "--device", device, "--data", data]
+    if database:
+        argv += ["--database", database]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    return out.strip().splitlines()[-1].strip()
+
+
+def token_file(scratch, data, device, user="bench"):
+    """`make_token` written to a file in the scratch folder, for `--token-file`."""
+    path = scratch(f"token-{device}")
+    with open(path, "w") as f:
+        f.write(make_token(data, device, user) + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def serve(scratch, name="server", log_level="warning", extra=()):
+    """`sinkid serve` on a free loopback port with its data in scratch(name): (process, port, data)."""
+    port = free_port()
+    data = scratch(name)
+    os.makedirs(data, exist_ok=True)
+    proc = Proc([sinkid(), "serve", "--listen", f"127.0.0.1:{port}", "--data", data, "--log-level", log_level, *extra],
+                scratch(f"{name}.log"))
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            if proc.p.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"sinkid serve did not listen:\n{proc.text()[-2000:]}")
+            time.sleep(0.01)
+    return proc, port, data
+
+
 class SinkiPair:
     """A sinki server and two agents (A and B) on roots named `root_name`, idle and caught up."""
 
     def __init__(self, scratch, root_name, extra_agent_args=()):
         self.s = scratch
-        self.port = free_port()
-        os.makedirs(scratch("server"), exist_ok=True)
-        self.server = Proc([sinkid(), "serve", "--listen", f"127.0.0.1:{self.port}", "--data", scratch("server"),
-                            "--log-level", "warning"], scratch("server.log"))
-        time.sleep(0)
-        self.wait_listen()
+        self.server, self.port, data = serve(scratch)
         self.roots = {}
         self.agents = {}
         for name in ("B", "A"):
@@ -234,7 +271,7 @@ class SinkiPair:
             self.roots[name] = root
             self.agents[name] = Proc([sinkid(), "--root", root, "--server", f"http://127.0.0.1:{self.port}",
                                       "--state", scratch(name, "state"), "--device", name, "--log-level", "info",
-                                      *extra_agent_args], scratch(f"agent-{name}.log"))
+                                      "--token-file", token_file(scratch, data, name), *extra_agent_args], scratch(f"agent-{name}.log"))
         for agent in self.agents.values():
             agent.wait_for(r"up to date with")
 

@@ -45,12 +45,9 @@ def wait_idle(state, timeout=600):
 
 
 def run_sinkid(tree, scratch, idle_seconds):
-    port = h.free_port()
-    os.makedirs(scratch("server"))
-    server = h.Proc([h.sinkid(), "serve", "--listen", f"127.0.0.1:{port}", "--data", scratch("server"), "--log-level", "warning"],
-                    scratch("server.log"))
+    server, port, data = h.serve(scratch)
     args = [h.sinkid(), "--root", tree, "--server", f"http://127.0.0.1:{port}", "--state", scratch("state"), "--device", "idle",
-            "--log-level", "warning"]
+            "--token-file", h.token_file(scratch, data, "idle"), "--log-level", "warning"]
     try:
         time.sleep(0.3)
         t0 = time.monotonic()

@@ -11,21 +11,30 @@ Then the agent: `sinkid --root` uploads the same 1 GiB file (16 MiB chunks), is 
 half-way, and is started again; it goes on from the server's offset. Printed: the bytes it sent again
 (goal: at most one chunk), and its peak RSS over both runs (goal: at most 64 MiB).
 """
-import argparse, os, re, resource, signal, subprocess, time, urllib.request
+import argparse, os, re, resource, signal, subprocess, time, urllib.parse, urllib.request
 import harness as h
 
 SIZE = 1 << 30
 
 
+# The server's device token (servers refuse requests without one): set by main.
+TOKEN = {"secret": "", "file": ""}
+
+
+def auth():
+    return {"Authorization": "Bearer " + TOKEN["secret"]}
+
+
 def create_upload(base, length):
     req = urllib.request.Request(base + "/v1/uploads/", method="POST",
-                                 headers={"Tus-Resumable": "1.0.0", "Upload-Length": str(length)})
+                                 headers={"Tus-Resumable": "1.0.0", "Upload-Length": str(length), **auth()})
     with urllib.request.urlopen(req) as response:
-        return base + response.headers["Location"]
+        # Absolute (the server's public origin) or relative to the endpoint.
+        return urllib.parse.urljoin(base + "/v1/uploads/", response.headers["Location"])
 
 
 def delete(url):
-    req = urllib.request.Request(url, method="DELETE", headers={"Tus-Resumable": "1.0.0"})
+    req = urllib.request.Request(url, method="DELETE", headers={"Tus-Resumable": "1.0.0", **auth()})
     try:
         urllib.request.urlopen(req).close()
     except Exception:
@@ -71,6 +80,7 @@ def run_curl(base, path):
     url = create_upload(base, SIZE)
     seconds, rss, _, cpu = timed(["curl", "-sS", "-f", "-T", path, "-X", "PATCH", "-H", "Tus-Resumable: 1.0.0",
                              "-H", "Content-Type: application/offset+octet-stream", "-H", "Upload-Offset: 0", "-H", "Expect:",
+                             "-H", "Authorization: Bearer " + TOKEN["secret"],
                              "-o", "/dev/null", url])
     delete(url)
     return seconds, rss, cpu
@@ -79,7 +89,7 @@ def run_curl(base, path):
 def run_sinkid(base, path, scratch, extra):
     state = scratch("state-%d" % time.monotonic_ns())
     seconds, rss, out, cpu = timed([h.sinkid(), "upload", path, "--to", base + "/v1/uploads/", "--state", state,
-                               "--log-level", "warning", *extra])
+                               "--token-file", TOKEN["file"], "--log-level", "warning", *extra])
     delete(out.strip())
     return seconds, rss, cpu
 
@@ -97,7 +107,8 @@ def agent_kill_resume(base, path, scratch, chunk=16 << 20):
     root = scratch("agent-root", "KillResume")
     os.makedirs(root)
     state = scratch("agent-state")
-    argv = [h.sinkid(), "--root", root, "--server", base, "--state", state, "--device", "killed", "--log-level", "info"]
+    argv = [h.sinkid(), "--root", root, "--server", base, "--state", state, "--device", "killed", "--log-level", "info",
+            "--token-file", TOKEN["file"]]
     agent = h.Proc(argv, scratch("agent-1.log"))
     peak = 0.0
     try:
@@ -137,15 +148,16 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     scratch = h.Scratch("tus")
-    port = h.free_port()
-    server = h.Proc([h.sinkid(), "serve", "--listen", f"127.0.0.1:{port}", "--data", scratch("server"), "--log-level", "warning"],
-                    scratch("server.log"))
+    server, port, data = h.serve(scratch)
+    TOKEN["file"] = h.token_file(scratch, data, "tus")
+    with open(TOKEN["file"]) as f:
+        TOKEN["secret"] = f.read().strip()
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 15
         while True:
             try:
-                urllib.request.urlopen(urllib.request.Request(base + "/v1/uploads/", method="OPTIONS")).close()
+                urllib.request.urlopen(urllib.request.Request(base + "/v1/uploads/", method="OPTIONS", headers=auth())).close()
                 break
             except Exception:
                 if time.monotonic() > deadline:

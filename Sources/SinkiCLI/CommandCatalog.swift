@@ -26,7 +26,9 @@ public enum CommandCatalog {
         valued: ["root", "server", "listen", "state", "device", "token-file", "config", "log-level"], boolean: ["help"],
         operands: .none, help: Help.run)
     public static let serve = CommandSpec(
-        name: "serve", summary: "run the sync server", valued: ["listen", "data", "tokens", "log-level", "max-upload-size", "upload-expiry"], boolean: ["help"],
+        name: "serve", summary: "run the sync server; its users and tokens (serve token, serve user)",
+        valued: ["listen", "data", "database", "tokens", "log-level", "max-upload-size", "upload-expiry", "tombstone-days", "rate-limit", "device", "prefix", "max-upload", "max-uploads", "expires"],
+        boolean: ["insecure-no-auth", "behind-proxy", "read-only", "yes", "json", "help"],
         operands: .none, help: Help.serve)
     public static let status = CommandSpec(
         name: "status", summary: "what is pending, moving and in conflict", valued: ["state", "config"],
@@ -38,7 +40,7 @@ public enum CommandCatalog {
         name: "resume", summary: "go on after pause; confirm a safety stop", valued: ["state"], boolean: ["json", "help"],
         operands: .none, help: Help.resume)
     public static let sync = CommandSpec(
-        name: "sync", summary: "look at the disk and ask the server now", valued: ["state"], boolean: ["json", "help"],
+        name: "sync", summary: "look at the disk and ask the server now", valued: ["state"], boolean: ["json", "verify", "help"],
         operands: .none, help: Help.sync)
     public static let retry = CommandSpec(
         name: "retry", summary: "send again what the server refused", valued: ["state"], boolean: ["json", "help"],

@@ -18,7 +18,9 @@ enum ControlCommands {
         let json = arguments.has("json")
         let state = try stateDirectory(arguments)
         do throws(ControlError) {
-            let client = try ControlClient(stateDirectory: state)
+            // A full comparison reads every record of the server: it may take a while.
+            let timeout: Double = request == .sync(verify: true) ? 3600 : 30
+            let client = try ControlClient(stateDirectory: state, timeout: timeout)
             if case .watch = request { return try follow(client, request) }
             let result = try client.send(request)
             if json {
@@ -40,7 +42,7 @@ enum ControlCommands {
         switch name {
         case "pause": return .pause
         case "resume": return .resume
-        case "sync": return .sync
+        case "sync": return .sync(verify: arguments.has("verify"))
         case "conflicts": return .conflicts
         case "retry": return .retry(path: operands.first.map(recordPath))
         case "resolve":

@@ -48,17 +48,49 @@ enum Help {
         """
 
     static let serve = """
-        usage: sinkid serve --listen ADDR --data DIR [--tokens FILE] [--max-upload-size SIZE] [--upload-expiry TIME]
+        usage: sinkid serve --listen ADDR --data DIR [--database URL] [--tokens FILE] [--max-upload-size SIZE] [--upload-expiry TIME]
+                            [--tombstone-days N] [--rate-limit N] [--behind-proxy] [--insecure-no-auth]
                             [--log-level LEVEL]
+               sinkid serve token add USER --device NAME --data DIR [--read-only] [--prefix PATH/]
+                                  [--max-upload SIZE] [--max-uploads N] [--expires TIME] [--json]
+               sinkid serve token list [USER] --data DIR [--json]
+               sinkid serve token revoke ID --data DIR
+               sinkid serve user list --data DIR [--json]
+               sinkid serve user remove USER --yes --data DIR
 
-        Runs the sync server: records in SQLite under DIR, tus uploads (/v1/uploads/) in DIR/uploads.
+        Runs the sync server: records, users and device tokens in SQLite under DIR (or in the
+        PostgreSQL database of --database), tus uploads (/v1/uploads/) in DIR/uploads. Every request
+        needs a device token (docs/tokens.md); started with no users, the server makes a first one and
+        writes its token to DIR/first-token.
+
+        serve token and serve user work on DIR beside a running server or without one. token add makes
+        the user if new and prints the new token as its last line, once: the server keeps only its
+        hash. A token may be narrowed (read-only, a path prefix, upload size and count, a lifetime).
+        token revoke ends a token and every token minted from it at once, also for a running server.
+        user remove deletes the user's records, tokens and uploads for good.
 
         options:
           --listen ADDR        address and port, e.g. 0.0.0.0:7071 or [::1]:7071 (default 127.0.0.1:7071)
-          --data DIR           where the server keeps its database (required)
-          --tokens FILE        bearer tokens, one "TOKEN USER DEVICE" per line; without it, no auth
+          --data DIR           where the server keeps its database and uploads (required)
+          --database URL       records, users and tokens in PostgreSQL (postgresql://USER@HOST:PORT/DB) instead;
+                               also for serve token and serve user
+          --tokens FILE        imports tokens, one "TOKEN USER DEVICE" per line (users made as needed)
+          --insecure-no-auth   serve without tokens: everyone is one user; loopback addresses only
+          --rate-limit N       requests a second per device token, as many at once (default 200, burst 1000;
+                               0: none); beyond it 429 with Retry-After
+          --behind-proxy       a proxy in front (TLS): URLs given out follow X-Forwarded-Proto and -Host
+          --device NAME        token add: the device the token is for
+          --read-only          token add: no saves, deletes or uploads
+          --prefix PATH/       token add: only record paths at or below PATH (e.g. SaveGames/)
+          --max-upload SIZE    token add: the largest upload (e.g. 100MB)
+          --max-uploads N      token add: how many uploads it may start
+          --expires TIME       token add: how long it works (e.g. 7d, 12h)
+          --yes                user remove: confirm
+          --json               token add, token list, user list: print JSON
           --max-upload-size SIZE   the largest tus upload (Tus-Max-Size; default 64GiB)
           --upload-expiry TIME     unfinished uploads are removed this long after their last PATCH (default 24h)
+          --tombstone-days N   deletes are remembered N days (default 30; 0: forever); an agent away longer
+                               compares everything with the server when it is back
           --log-level LEVEL    debug, info, warning or error (default info)
         \(helpOption)
         """
@@ -104,12 +136,15 @@ enum Help {
         """
 
     static let sync = """
-        usage: sinkid sync [--state DIR] [--json]
+        usage: sinkid sync [--verify] [--state DIR] [--json]
 
         Syncs now: looks at every root again and asks the server for changes at once instead of
-        waiting. \(notRunning)
+        waiting. With --verify, also compares every record here with the server's (the agent does
+        this on its own every [agent] verify-interval, and after an unclean stop), repairs every
+        difference through the merge rules, and says what it found when done. \(notRunning)
 
         options:
+          --verify             compare everything with the server and repair what differs
         \(stateOption)
         \(jsonOption)
         \(helpOption)

@@ -84,10 +84,13 @@ enum RunCommand {
             roots: config.roots.map { RootSpec(name: $0.name, path: $0.path, ignore: $0.ignore) }, serverURL: config.server.url,
             listen: config.server.listen.description, stateDirectory: resolved.stateDirectory, device: resolved.device,
             token: token, typeFor: typeFor)
+        configuration.tokenFile = config.server.tokenFile
+        configuration.caFile = config.server.caFile
         configuration.watchDelayMilliseconds = UInt64(config.watch.delay.components.seconds * 1000
             + config.watch.delay.components.attoseconds / 1_000_000_000_000_000)
         configuration.warnings = resolved.warnings
         configuration.rescanSeconds = Double(config.watch.rescan.components.seconds)
+        configuration.verifySeconds = Double(config.agent.verifyInterval.components.seconds)
         configuration.logLevel = resolved.logLevel
         configuration.transfer.inlineMax = config.transfer.inlineMax
         configuration.transfer.chunkSize = config.transfer.chunkSize

@@ -9,15 +9,20 @@ public enum SinkidCommand {
 
     /// Runs the command line and returns the process exit code.
     public static func main(_ arguments: [String]) -> Int32 {
+        Digest.keepLibraryUntilExit()
         // A peer that hangs up mid-response must not kill the process.
         signal(SIGPIPE, SIG_IGN)
-        // A parent may start us with these blocked (a mask inherited through a worker thread);
-        // then SIGTERM would never reach the agent's handler.
+        var words = Array(arguments.dropFirst())
+        // The agent holds these blocked until its loop watches them (`LoopSignal` unblocks each): a
+        // SIGTERM in its first milliseconds then stops it cleanly instead of killing it. Every other
+        // command takes them at their defaults, whatever mask a parent left (one inherited through a
+        // worker thread would otherwise keep Ctrl-C from ending `sinkid status`). Children of the
+        // agent (observers, merge commands) get an empty mask from `CommandRunner`.
         var signals = sigset_t()
         sigemptyset(&signals)
         for number in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&signals, number) }
-        pthread_sigmask(SIG_UNBLOCK, &signals, nil)
-        var words = Array(arguments.dropFirst())
+        let runsTheAgent = words.first.map { $0 == "run" || ($0.hasPrefix("-") && !["--version", "--help", "-h"].contains($0)) } ?? false
+        pthread_sigmask(runsTheAgent ? SIG_BLOCK : SIG_UNBLOCK, &signals, nil)
         if words.first == "--version" || words.first == "version" {
             print("sinkid \(version)")
             return ExitCode.success.rawValue

@@ -103,6 +103,15 @@ struct OfflineStatus {
             report.conflicts = try StatusQueries.conflicts(database).map(ConflictEntry.init)
             let feed = try StatusQueries.feed(database)
             report.remote = RemoteSummary(upToDate: nil, position: feed.token)
+            let notApplied = try StatusQueries.notApplied(database, limit: PendingSummary.listed)
+            report.notApplied = NotAppliedSummary(count: notApplied.count, changes: notApplied.changes.map {
+                NotAppliedChange(path: $0.record.path, cause: $0.failure.cause.rawValue, reason: $0.failure.message, attempts: $0.attempts,
+                                 since: $0.since, nextAttempt: nil)
+            })
+            if let last = try StatusQueries.lastVerify(database) {
+                report.verify = VerifySummary(lastRun: last.finishedAt, result: last.result, repaired: last.repaired,
+                                              differing: last.result == "differing" ? last.differing : [], detail: last.detail)
+            }
             if let server = feed.server {
                 report.server.embedded = server == "embedded"
                 report.server.url = server == "embedded" ? nil : server

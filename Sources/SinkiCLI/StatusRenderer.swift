@@ -33,7 +33,10 @@ struct StatusRenderer {
         case false?: serverLine += ", " + tint("unreachable", .red)
         case nil: break
         }
+        if server.tokenRefused != nil { serverLine += ", " + tint("token refused", .red) }
         out.append(serverLine)
+        if let refused = server.tokenRefused { out.append("  token refused: \(refused); nothing is sent until the token file changes") }
+        if let retryAt = server.retryAt, retryAt > now { out.append("  asked to slow down (429): next request in \(Format.duration(Double(retryAt - now) / 1e9))") }
         if let contact = server.lastContact { out.append("  last contact: \(Format.ago(contact, now: now))") } else if agent.running {
             out.append("  last contact: none yet")
         }
@@ -62,12 +65,39 @@ struct StatusRenderer {
         if pending.count > pending.changes.count { out.append("  … and \(pending.count - pending.changes.count) more") }
 
         let remote = report.remote
-        switch remote.upToDate {
-        case true?: out.append("remote changes: all applied")
-        case false?: out.append("remote changes: " + tint(agent.state == .paused ? "not applied while paused" : "being read from the server", .yellow))
-        case nil: out.append("remote changes: not known (the agent reads them when it runs)")
+        let notApplied = report.notApplied
+        if notApplied.count > 0 {
+            let urgent = notApplied.changes.contains(where: \.needsAttention)
+            out.append("remote changes: " + tint("\(notApplied.count) not applied", urgent ? .red : .yellow)
+                + " (retried when the cause is gone; sinkid retry tries them now)")
+        } else {
+            switch remote.upToDate {
+            case true?: out.append("remote changes: all applied")
+            case false?: out.append("remote changes: " + tint(agent.state == .paused ? "not applied while paused" : "being read from the server", .yellow))
+            case nil: out.append("remote changes: not known (the agent reads them when it runs)")
+            }
         }
+        for change in notApplied.changes {
+            out.append("  not applied  \(change.path)  \(change.cause): \(change.reason) (\(Format.plural(change.attempts, "attempt")), since \(Format.ago(change.since, now: now)))")
+        }
+        if notApplied.count > notApplied.changes.count { out.append("  … and \(notApplied.count - notApplied.changes.count) more") }
         if let position = remote.position { out.append("  feed position: \(position)") }
+        let verify = report.verify
+        var verifyLine = "last full comparison: "
+        if let last = verify.lastRun {
+            verifyLine += Format.ago(last, now: now) + ", "
+            switch verify.result {
+            case "same": verifyLine += tint("the same as the server", .green)
+            case "repaired": verifyLine += tint("\(verify.repaired) difference(s) repaired", .yellow)
+            case "differing": verifyLine += tint("\(verify.differing.count) path(s) still differ", .red)
+            default: verifyLine += tint(verify.detail ?? verify.result ?? "unknown", .red)
+            }
+        } else {
+            verifyLine += "none yet"
+        }
+        if verify.running { verifyLine += " (one runs now)" }
+        out.append(verifyLine)
+        for path in verify.differing.prefix(20) { out.append("  differs  \(path)") }
 
         out.append("skipped: \(report.skipped.count)" + (report.skipped.count > 0 ? " (fifos, sockets, devices, names that are not UTF-8)" : ""))
         for path in report.skipped.paths { out.append("  \(path)") }

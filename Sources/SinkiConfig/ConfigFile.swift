@@ -43,6 +43,8 @@ public struct ServerSettings: Sendable, Equatable {
     public var tokenFile: String?
     /// `listen`: the embedded server's address when `url` is not set.
     public var listen = ListenAddress.embeddedDefault
+    /// `ca-file`: PEM certificates to trust for an `https://` server (a self-signed proxy); nil: the system's.
+    public var caFile: String?
 
     public init(url: String? = nil, tokenFile: String? = nil, listen: ListenAddress = .embeddedDefault) {
         self.url = url
@@ -92,10 +94,13 @@ public struct AgentSettings: Sendable, Equatable {
     public var device: String?
     /// `log-level`: debug, info, warning or error (default info).
     public var logLevel: LogLevel = .info
+    /// `verify-interval`: how often the agent compares everything with the server (0: never on its own).
+    public var verifyInterval: Duration = .seconds(6 * 3600)
 
-    public init(device: String? = nil, logLevel: LogLevel = .info) {
+    public init(device: String? = nil, logLevel: LogLevel = .info, verifyInterval: Duration = .seconds(6 * 3600)) {
         self.device = device
         self.logLevel = logLevel
+        self.verifyInterval = verifyInterval
     }
 }
 

@@ -16,6 +16,11 @@ extension ConfigFile {
         } catch {
             throw ConfigError(.unreadable, "cannot read: \(error.message)", source: shown, line: nil)
         }
+        return try parse(bytes: bytes, source: shown, environment: environment)
+    }
+
+    /// Checks the bytes of a config file as `load` read them (the fuzz target feeds this directly).
+    public static func parse(bytes: [UInt8], source shown: String, environment: ProcessEnvironment) throws(ConfigError) -> ConfigFile {
         guard bytes.count <= maxBytes else {
             throw ConfigError(.unreadable, "larger than \(maxBytes) bytes: is this a config file?", source: shown, line: nil)
         }
@@ -66,8 +71,8 @@ enum SectionKind: String, CaseIterable {
 
     var keys: [String] {
         switch self {
-        case .server: return ["url", "token-file", "listen"]
-        case .agent: return ["device", "log-level"]
+        case .server: return ["url", "token-file", "listen", "ca-file"]
+        case .agent: return ["device", "log-level", "verify-interval"]
         case .root: return ["path", "ignore"]
         case .transfer: return ["inline-max", "chunk-size", "parallel", "attempts", "max-rate"]
         case .watch: return ["delay", "rescan"]

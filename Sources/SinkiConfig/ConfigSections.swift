@@ -16,6 +16,7 @@ extension SectionReader {
             do { server.url = try Checks.serverURL(url) } catch { throw badValue("url", "bad URL \(quoted(url)) for url: \(error.message)") }
         }
         server.tokenFile = try path("token-file")
+        server.caFile = try path("ca-file")
         if let listen = try string("listen") {
             do { server.listen = try Checks.listenAddress(listen) } catch {
                 throw badValue("listen", "bad address \(quoted(listen)) for listen: \(error.message)")
@@ -35,6 +36,7 @@ extension SectionReader {
         if let level = try string("log-level") {
             do { agent.logLevel = try Checks.logLevel(level) } catch { throw badValue("log-level", error.message) }
         }
+        if let interval = try duration("verify-interval", allowZero: true) { agent.verifyInterval = interval }
         return agent
     }
 

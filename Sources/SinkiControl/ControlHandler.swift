@@ -8,7 +8,7 @@ public protocol ControlHandler: Actor {
     /// Ends a pause, and confirms a safety stop.
     func resume() async -> ControlAck
     /// Looks at the disk again and asks the server for news now.
-    func syncNow() async -> ControlAck
+    func syncNow(verify: Bool) async -> ControlAck
     /// Puts refused changes (all, or at or below `path`) back in the queue; returns their paths.
     func retry(path: String?) async throws(ControlError) -> [String]
     /// Conflicts left for `resolve`.

@@ -10,8 +10,9 @@ public enum ControlRequest: Sendable, Equatable {
     case status
     case pause
     case resume
-    /// Sync now: look at the disk again and ask the server for news at once.
-    case sync
+    /// Sync now: look at the disk again and ask the server for news at once; with `verify`, also
+    /// compare everything with the server and answer when that is done.
+    case sync(verify: Bool)
     /// Put entries the server refused (all, or those at or below `path`) back in the queue.
     case retry(path: String?)
     case conflicts
@@ -39,7 +40,8 @@ public enum ControlRequest: Sendable, Equatable {
     public var line: [UInt8] {
         var members: [(String, JSONValue)] = [("command", .string(command))]
         switch self {
-        case .status, .pause, .resume, .sync, .conflicts: break
+        case .status, .pause, .resume, .conflicts: break
+        case let .sync(verify): if verify { members.append(("verify", .bool(true))) }
         case let .retry(path): if let path { members.append(("path", .string(path))) }
         case let .resolve(path, keep): members += [("path", .string(path)), ("keep", .string(keep.rawValue))]
         case let .watch(path): members.append(("path", .string(path.text)))
@@ -60,7 +62,9 @@ public enum ControlRequest: Sendable, Equatable {
         case "status": return .status
         case "pause": return .pause
         case "resume": return .resume
-        case "sync": return .sync
+        case "sync":
+            let verify = fields.has("verify") ? try fields.bool("verify") : false
+            return .sync(verify: verify)
         case "conflicts": return .conflicts
         case "retry": return .retry(path: try fields.optionalString("path"))
         case "resolve":

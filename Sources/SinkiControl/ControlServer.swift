@@ -204,7 +204,7 @@ public actor ControlServer {
         case .status: return await handler.status().json
         case .pause: return await handler.pause().json
         case .resume: return await handler.resume().json
-        case .sync: return await handler.syncNow().json
+        case let .sync(verify): return await handler.syncNow(verify: verify).json
         case let .retry(path):
             let paths = try await handler.retry(path: path)
             return .object([("requeued", .int(Int64(paths.count))), ("paths", .array(paths.map { .string($0) }))])

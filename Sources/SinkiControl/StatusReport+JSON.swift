@@ -15,6 +15,8 @@ extension StatusReport {
             ("ignored", .object([("count", .int(Int64(ignored)))])),
             ("transfers", .array(transfers.map(\.json))),
             ("conflicts", .array(conflicts.map(\.json))),
+            ("notApplied", notApplied.json),
+            ("verify", verify.json),
         ])
     }
 
@@ -44,6 +46,9 @@ extension StatusReport {
         for item in try fields.array("transfers") { transfers.append(try TransferStatus(JSONFields(item, what: "status.transfers[]"))) }
         conflicts = []
         for item in try fields.array("conflicts") { conflicts.append(try ConflictEntry(JSONFields(item, what: "status.conflicts[]"))) }
+        // Members added after schema 1 was fixed: an older agent leaves them out.
+        notApplied = fields.has("notApplied") ? try NotAppliedSummary(try fields.object("notApplied")) : NotAppliedSummary()
+        verify = fields.has("verify") ? try VerifySummary(try fields.object("verify")) : VerifySummary()
     }
 }
 
@@ -76,7 +81,8 @@ extension ServerSummary {
             .object([("at", .time($0.at)), ("level", .string($0.level)), ("message", .string($0.message))])
         } ?? .null
         return .object([("url", .optional(url)), ("embedded", .optional(embedded)), ("reachable", .optional(reachable)),
-                        ("lastContact", .time(lastContact)), ("lastError", problem)])
+                        ("lastContact", .time(lastContact)), ("lastError", problem), ("tokenRefused", .optional(tokenRefused)),
+                        ("retryAt", .time(retryAt))])
     }
 
     init(_ fields: JSONFields) throws(ControlError) {
@@ -86,7 +92,8 @@ extension ServerSummary {
             problem = ProblemNote(at: try note.time("at"), level: try note.string("level"), message: try note.string("message"))
         }
         self.init(url: try fields.optionalString("url"), embedded: try fields.optionalBool("embedded"),
-                  reachable: try fields.optionalBool("reachable"), lastContact: try fields.optionalTime("lastContact"), lastError: problem)
+                  reachable: try fields.optionalBool("reachable"), lastContact: try fields.optionalTime("lastContact"), lastError: problem,
+                  tokenRefused: try fields.optionalString("tokenRefused"), retryAt: try fields.optionalTime("retryAt"))
     }
 }
 
@@ -175,5 +182,44 @@ extension ConflictVersion {
     init(_ fields: JSONFields) throws(ControlError) {
         self.init(device: try fields.string("device"), deleted: try fields.bool("deleted"), size: try fields.int("size"),
                   sha256: try fields.string("sha256"), modifiedAt: try fields.time("modifiedAt"), copy: try fields.optionalString("copy"))
+    }
+}
+
+extension NotAppliedSummary {
+    var json: JSONValue {
+        .object([("count", .int(Int64(count))), ("changes", .array(changes.map { change in
+            .object([("path", .string(change.path)), ("cause", .string(change.cause)), ("reason", .string(change.reason)),
+                     ("attempts", .int(Int64(change.attempts))), ("since", .time(change.since)), ("nextAttempt", .time(change.nextAttempt))])
+        }))])
+    }
+
+    init(_ fields: JSONFields) throws(ControlError) {
+        var changes: [NotAppliedChange] = []
+        for item in try fields.array("changes") {
+            let change = JSONFields(item, what: "status.notApplied.changes[]")
+            changes.append(NotAppliedChange(path: try change.string("path"), cause: try change.string("cause"), reason: try change.string("reason"),
+                                            attempts: Int(try change.int("attempts")), since: try change.time("since"),
+                                            nextAttempt: try change.optionalTime("nextAttempt")))
+        }
+        self.init(count: Int(try fields.int("count")), changes: changes)
+    }
+}
+
+extension VerifySummary {
+    var json: JSONValue {
+        .object([("lastRun", .time(lastRun)), ("result", .optional(result)), ("repaired", .int(Int64(repaired))),
+                 ("differing", .array(differing.map { .string($0) })), ("detail", .optional(detail)), ("running", .bool(running)),
+                 ("nextRun", .time(nextRun))])
+    }
+
+    init(_ fields: JSONFields) throws(ControlError) {
+        var differing: [String] = []
+        for item in try fields.array("differing") {
+            guard case let .string(path) = item else { throw fields.fail("differing", "expected strings") }
+            differing.append(path)
+        }
+        self.init(lastRun: try fields.optionalTime("lastRun"), result: try fields.optionalString("result"),
+                  repaired: Int(try fields.int("repaired")), differing: differing, detail: try fields.optionalString("detail"),
+                  running: try fields.bool("running"), nextRun: try fields.optionalTime("nextRun"))
     }
 }

@@ -17,11 +17,16 @@ public struct StatusReport: Sendable, Equatable {
     public var ignored: Int
     public var transfers: [TransferStatus]
     public var conflicts: [ConflictEntry]
+    /// Remote changes that could not be applied here yet.
+    public var notApplied: NotAppliedSummary
+    /// The last full comparison with the server.
+    public var verify: VerifySummary
 
     public init(generatedAt: Int64, agent: AgentSummary, server: ServerSummary, roots: [RootStatus] = [],
                 pending: PendingSummary = PendingSummary(), remote: RemoteSummary = RemoteSummary(),
                 skipped: SkippedSummary = SkippedSummary(), ignored: Int = 0, transfers: [TransferStatus] = [],
-                conflicts: [ConflictEntry] = []) {
+                conflicts: [ConflictEntry] = [], notApplied: NotAppliedSummary = NotAppliedSummary(),
+                verify: VerifySummary = VerifySummary()) {
         self.generatedAt = generatedAt
         self.agent = agent
         self.server = server
@@ -32,6 +37,8 @@ public struct StatusReport: Sendable, Equatable {
         self.ignored = ignored
         self.transfers = transfers
         self.conflicts = conflicts
+        self.notApplied = notApplied
+        self.verify = verify
     }
 }
 
@@ -109,13 +116,20 @@ public struct ServerSummary: Sendable, Equatable {
     public var lastContact: Int64?
     /// The last warning or error the agent logged, about the server or anything else.
     public var lastError: ProblemNote?
+    /// The server's words when it refused this device's token (nothing is sent until it changes).
+    public var tokenRefused: String?
+    /// The server asked us to slow down (429): no request before this time.
+    public var retryAt: Int64?
 
-    public init(url: String? = nil, embedded: Bool? = nil, reachable: Bool? = nil, lastContact: Int64? = nil, lastError: ProblemNote? = nil) {
+    public init(url: String? = nil, embedded: Bool? = nil, reachable: Bool? = nil, lastContact: Int64? = nil, lastError: ProblemNote? = nil,
+                tokenRefused: String? = nil, retryAt: Int64? = nil) {
         self.url = url
         self.embedded = embedded
         self.reachable = reachable
         self.lastContact = lastContact
         self.lastError = lastError
+        self.tokenRefused = tokenRefused
+        self.retryAt = retryAt
     }
 }
 
@@ -255,5 +269,76 @@ public struct ConflictEntry: Sendable, Equatable {
         self.detectedAt = detectedAt
         self.local = local ?? ConflictVersion(device: "")
         self.remote = remote ?? ConflictVersion(device: remoteDevice)
+    }
+}
+
+/// A remote change that could not be written here yet; it stays pending until it is.
+public struct NotAppliedChange: Sendable, Equatable {
+    public var path: String
+    /// The kind of cause (`no-space`, `read-only`, `permission`, `busy`, `blocked`, `invalid`, …).
+    public var cause: String
+    /// Why, in words, with the path and the system's message.
+    public var reason: String
+    /// Failed attempts at this version.
+    public var attempts: Int
+    /// When it first failed.
+    public var since: Int64
+    /// When it is tried next on its own (sooner after an event that may have removed its cause).
+    public var nextAttempt: Int64?
+
+    public init(path: String, cause: String, reason: String, attempts: Int, since: Int64, nextAttempt: Int64?) {
+        self.path = path
+        self.cause = cause
+        self.reason = reason
+        self.attempts = attempts
+        self.since = since
+        self.nextAttempt = nextAttempt
+    }
+
+    /// Causes that pass on their own in a moment (a file being written, a merge being settled).
+    public static let passing: Set<String> = ["busy", "conflict", "changed-here", "folder-gone", "source-gone", "content-missing"]
+
+    /// Whether this needs someone to act (or at least wait longer than a moment): the state says error.
+    public var needsAttention: Bool { !Self.passing.contains(cause) || attempts >= 4 }
+}
+
+/// Remote changes not applied here.
+public struct NotAppliedSummary: Sendable, Equatable {
+    public var count: Int
+    /// At most `PendingSummary.listed`, by path.
+    public var changes: [NotAppliedChange]
+
+    public init(count: Int = 0, changes: [NotAppliedChange] = []) {
+        self.count = count
+        self.changes = changes
+    }
+}
+
+/// The full comparison with the server (`sinkid sync --verify`, and periodic).
+public struct VerifySummary: Sendable, Equatable {
+    /// When the last comparison ended (nil: none yet).
+    public var lastRun: Int64?
+    /// `same` (nothing differed), `repaired` (differences were repaired), `failed` (it could not finish).
+    public var result: String?
+    /// Differences the last comparison found and repaired.
+    public var repaired: Int
+    /// Paths that still differed from the server after its repairs (at most `PendingSummary.listed`).
+    public var differing: [String]
+    /// Why it failed, or what it repaired, in words.
+    public var detail: String?
+    /// A comparison runs now.
+    public var running: Bool
+    /// When the next periodic one is due.
+    public var nextRun: Int64?
+
+    public init(lastRun: Int64? = nil, result: String? = nil, repaired: Int = 0, differing: [String] = [], detail: String? = nil,
+                running: Bool = false, nextRun: Int64? = nil) {
+        self.lastRun = lastRun
+        self.result = result
+        self.repaired = repaired
+        self.differing = differing
+        self.detail = detail
+        self.running = running
+        self.nextRun = nextRun
     }
 }

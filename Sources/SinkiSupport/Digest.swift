@@ -36,6 +36,14 @@ public final class Digest {
         state = Self.fresh(algorithm)
     }
 
+    /// Initialises libcrypto so that it stays whole until the process is gone: without this, the
+    /// first user (libcurl's global init, or a hash) lets it free its tables at exit, and a hash still
+    /// running on a worker thread then fails (an agent stopped by SIGTERM mid-hash aborted so). Call
+    /// first thing in `main`, before anything else touches OpenSSL; later calls change nothing.
+    public static func keepLibraryUntilExit() {
+        _ = sinki_crypto_init_without_atexit()
+    }
+
     private static func fresh(_ algorithm: Algorithm) -> State {
         guard algorithm != .crc32 else { return .crc(0) }
         guard let context = EVP_MD_CTX_new() else { fatalError("bug: EVP_MD_CTX_new failed (out of memory)") }

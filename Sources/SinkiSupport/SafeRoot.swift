@@ -60,10 +60,20 @@ public final class SafeRoot: Sendable {
         }
     }
 
+    /// The components of `relative`, split on every `/` byte as the kernel splits it. `String`'s own
+    /// `split(separator: "/")` and `lastIndex(of: "/")` see Characters, and a `/` followed by a combining
+    /// mark (`a/\u{301}b`) is one Character that is not "/": the kernel would then walk a component, and
+    /// follow a symlink in it, that these functions never saw.
+    static func components(of relative: String, omittingEmpty: Bool = true) -> [String] {
+        relative.utf8.split(separator: slash, omittingEmptySubsequences: omittingEmpty).map { String($0)! }
+    }
+
+    private static let slash = UInt8(ascii: "/")
+
     /// Whether a component of `relative` (the last one included) is a symbolic link.
     private func symlinkOnTheWay(_ relative: String) -> Bool {
         var built = ""
-        for component in relative.split(separator: "/") {
+        for component in Self.components(of: relative) {
             built = built.isEmpty ? String(component) : built + "/" + component
             var info = Glibc.stat()
             guard fstatat(fd, built, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
@@ -74,7 +84,7 @@ public final class SafeRoot: Sendable {
 
     /// Component-by-component fallback for kernels without openat2.
     private func walkOpen(_ relative: String, flags: Int32, mode: mode_t) throws(SafeRootError) -> FileDescriptor {
-        let components = relative.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        let components = Self.components(of: relative, omittingEmpty: false)
         var current: FileDescriptor
         do { current = try descriptor() } catch { throw .system(error) }
         for (index, component) in components.enumerated() {
@@ -96,36 +106,39 @@ public final class SafeRoot: Sendable {
 
     /// The last component of `relative`: the entry's name in the folder `openParent` opens.
     public static func name(of relative: String) -> String {
-        relative.lastIndex(of: "/").map { String(relative[relative.index(after: $0)...]) } ?? relative
+        relative.utf8.lastIndex(of: slash).map { String(relative.utf8[relative.utf8.index(after: $0)...])! } ?? relative
     }
 
     /// Everything of `relative` before its name, with the slash (`a/b/` for `a/b/c`; empty at the top).
     public static func folderPrefix(of relative: String) -> String {
-        relative.lastIndex(of: "/").map { String(relative[...$0]) } ?? ""
+        relative.utf8.lastIndex(of: slash).map { String(relative.utf8[...$0])! } ?? ""
     }
 
     /// Opens the directory holding `relative`; with `create`, makes missing directories on the way
-    /// (mode 0755) and reports each one made, parent first.
+    /// (mode 0755) and reports each one made, parent first. `willMake` runs right before a directory
+    /// is made, and `didNotMake` when that mkdir then failed (someone else made it meanwhile, say).
     public func openParent(of relative: String, create: Bool, made: inout [String],
-                           willMake: ((String) -> Void)? = nil) throws(SafeRootError) -> FileDescriptor {
-        guard let slash = relative.lastIndex(of: "/") else {
+                           willMake: ((String) -> Void)? = nil, didNotMake: ((String) -> Void)? = nil) throws(SafeRootError) -> FileDescriptor {
+        guard let slash = relative.utf8.lastIndex(of: Self.slash) else {
             do { return try descriptor() } catch { throw .system(error) }
         }
-        let parent = String(relative[..<slash])
+        let parent = String(relative.utf8[..<slash])!
         do {
             return try open(parent, flags: O_RDONLY | O_DIRECTORY)
         } catch let error where create && error.errno == ENOENT {
             var built = ""
             var current: FileDescriptor
             do { current = try descriptor() } catch { throw .system(error) }
-            for component in parent.split(separator: "/") {
-                built = built.isEmpty ? String(component) : built + "/" + component
+            for component in Self.components(of: parent) {
+                built = built.isEmpty ? component : built + "/" + component
                 let exists = (try? current.statEntry(String(component))) ?? nil
                 if exists == nil { willMake?(built) }
                 if mkdirat(current.raw, String(component), 0o755) == 0 {
                     made.append(built)
-                } else if Glibc.errno != EEXIST {
-                    throw .system(SystemError("mkdir", errno: Glibc.errno, path: path + "/" + built))
+                } else {
+                    let code = Glibc.errno
+                    if exists == nil { didNotMake?(built) }
+                    if code != EEXIST { throw .system(SystemError("mkdir", errno: code, path: path + "/" + built)) }
                 }
                 let fd = openat(current.raw, String(component), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 if fd < 0 {

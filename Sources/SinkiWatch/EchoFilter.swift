@@ -56,7 +56,7 @@ public final class EchoFilter: Sendable {
             kind = .movedAway
         } else if event.isDirectory {
             if event.has(IN_CREATE) || event.has(IN_MOVED_TO) { kind = .directoryMade } else if event.has(IN_DELETE) { kind = .directoryGone } else { return false }
-        } else if event.relative.split(separator: "/").last.map(Self.isAnonymousName) == true && (event.has(IN_MODIFY) || event.has(IN_CLOSE_WRITE)) {
+        } else if Self.isAnonymousName(Substring(SafeRoot.name(of: event.relative))) && (event.has(IN_MODIFY) || event.has(IN_CLOSE_WRITE)) {
             // Every write to the anonymous file reports; the expectation goes with its close.
             kind = .anonymous
             if !event.has(IN_CLOSE_WRITE) {

@@ -1,3 +1,5 @@
+import SinkiSupport
+
 /// Which paths below a root are not synced: `ignore =` patterns from the config and the root's
 /// `.sinkiignore` file, in gitignore syntax (`*`, `**`, `?`, `[…]`, leading `/`, trailing `/`,
 /// `!` to re-include, `#` comments). The last matching pattern decides; a path inside an ignored
@@ -92,14 +94,13 @@ public struct IgnoreRules: Sendable, Equatable {
     /// before walking into it, so a path's parents need not be checked here.
     public func isIgnored(_ relative: String, isDirectory: Bool) -> Bool {
         if rules.isEmpty { return false }
-        let lastName = relative.lastIndex(of: "/").map { relative[relative.index(after: $0)...] } ?? Substring(relative)
-        let name = Array(lastName.unicodeScalars)
+        let name = Array(SafeRoot.name(of: relative).unicodeScalars)
         var components: [String]?
         var ignored = false
         for rule in rules where !(rule.directoryOnly && !isDirectory) && ignored != !rule.negated {
             let matched: Bool
             if rule.anchored {
-                if components == nil { components = relative.split(separator: "/").map(String.init) }
+                if components == nil { components = PathText.components(relative) }
                 matched = rule.matches(components!)
             } else {
                 matched = rule.matchesName(name)
@@ -111,7 +112,7 @@ public struct IgnoreRules: Sendable, Equatable {
 
     /// Whether a path or any directory above it is ignored (for records that come from peers).
     public func isIgnoredWithParents(_ relative: String, isDirectory: Bool) -> Bool {
-        let components = relative.split(separator: "/")
+        let components = PathText.components(relative)
         for count in 1..<max(1, components.count) where isIgnored(components[0..<count].joined(separator: "/"), isDirectory: true) {
             return true
         }

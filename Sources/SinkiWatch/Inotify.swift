@@ -70,7 +70,7 @@ public final class Inotify: Sendable {
     /// A directory moved inside a root: its watches (and those below it) now stand for the new path.
     public func renameWatches(root: Int, from old: String, to new: String) {
         table.withLock { table in
-            for (wd, entry) in table.byDescriptor where entry.root == root && (entry.relative == old || entry.relative.hasPrefix(old + "/")) {
+            for (wd, entry) in table.byDescriptor where entry.root == root && PathText.isWithin(entry.relative, old) {
                 let moved = new + entry.relative.dropFirst(old.count)
                 table.byPath[WatchKey(root: root, relative: entry.relative)] = nil
                 table.byDescriptor[wd] = (root, moved)
@@ -83,7 +83,7 @@ public final class Inotify: Sendable {
     public func unwatch(root: Int, under relative: String) {
         let removed: [Int32] = table.withLock { table in
             var removed: [Int32] = []
-            for (wd, entry) in table.byDescriptor where entry.root == root && (relative.isEmpty || entry.relative == relative || entry.relative.hasPrefix(relative + "/")) {
+            for (wd, entry) in table.byDescriptor where entry.root == root && (relative.isEmpty || PathText.isWithin(entry.relative, relative)) {
                 removed.append(wd)
                 table.byDescriptor[wd] = nil
                 table.byPath[WatchKey(root: root, relative: entry.relative)] = nil

@@ -25,6 +25,9 @@ public struct WalkReport: Sendable {
     public var errors: [String] = []
     /// Entries left out by ignore rules (an ignored directory counts once: it is not walked).
     public var ignored = 0
+    /// sinkid's own temporary files (`.sinki-tmp-*`), never synced: a kill in the middle of a write can
+    /// leave one, which the first walk after a start removes.
+    public var temporaries: [String] = []
     public init() {}
 }
 
@@ -72,6 +75,7 @@ public struct TreeWalker: Sendable {
             report.special += subreport.special
             report.errors += subreport.errors
             report.ignored += subreport.ignored
+            report.temporaries += subreport.temporaries
         }
         return report
     }
@@ -98,8 +102,11 @@ public struct TreeWalker: Sendable {
             report.invalidNames.append((relative.isEmpty ? "" : relative + "/") + String(decoding: bytes, as: UTF8.self))
         }
         for name in listing.names {
-            if TempNames.isTemporary(name) { continue }
             let path = relative.isEmpty ? name : relative + "/" + name
+            if TempNames.isTemporary(name) {
+                report.temporaries.append(path)
+                continue
+            }
             let stat: FileStat?
             do { stat = try directory.statEntry(name) } catch {
                 report.errors.append("\(error)")

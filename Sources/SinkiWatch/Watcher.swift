@@ -86,9 +86,15 @@ public final class Watcher {
                 ready(event.root, event.relative, recursive: true)
                 continue
             }
-            let name = event.relative.split(separator: "/").last ?? ""
+            let name = Substring(SafeRoot.name(of: event.relative))
             if TempNames.isTemporary(name) { continue }
-            if let echoes, echoes.consume(event) { continue }
+            if let echoes, echoes.consume(event) {
+                // A folder the agent made itself is looked at once anyway (cheap: its row and its watch
+                // are in place), so that an expectation gone stale can never hide a folder someone else
+                // made, and with it everything written in it before it is watched.
+                if event.isDirectory && (event.has(IN_CREATE) || event.has(IN_MOVED_TO)) { ready(event.root, event.relative, recursive: false) }
+                continue
+            }
             let temporary = TemporaryNames.looksTemporary(name)
             if event.has(IN_MOVED_FROM) {
                 movedFrom[event.cookie] = event
@@ -96,7 +102,7 @@ public final class Watcher {
             }
             if event.has(IN_MOVED_TO) {
                 let from = movedFrom.removeValue(forKey: event.cookie)
-                let fromTemporary = from.map { TemporaryNames.looksTemporary($0.relative.split(separator: "/").last ?? "") } ?? false
+                let fromTemporary = from.map { TemporaryNames.looksTemporary(Substring(SafeRoot.name(of: $0.relative))) } ?? false
                 if let from, from.root == event.root, event.isDirectory {
                     inotify.renameWatches(root: event.root, from: from.relative, to: event.relative)
                 } else if let from, from.isDirectory {

@@ -1,5 +1,6 @@
 import Foundation
 import SinkiRecord
+import SinkiSupport
 import SinkiTestSupport
 import Testing
 
@@ -72,6 +73,40 @@ import Testing
         #expect(offlineText.code == 3)
         #expect(offlineText.output.contains("agent: not running") && offlineText.output.contains("pending local changes: 3"))
         #expect(offlineText.output.contains("SaveGames/new.save"))
+    }
+
+    @Test func aLargeFirstSyncIsNeverUpToDateWhileChangesWaitAndSaysHowFarItIs() throws {
+        let cluster = Cluster("sinki-status-progress")
+        let root = cluster.root("a")
+        let count = 30_000
+        for index in 0..<count {
+            if index % 1000 == 0 { try FileManager.default.createDirectory(atPath: root + "/d\(index / 1000)", withIntermediateDirectories: true) }
+            guard FileManager.default.createFile(atPath: root + "/d\(index / 1000)/f\(index)", contents: Data("file \(index)".utf8)) else {
+                Issue.record("cannot write file \(index)")
+                return
+            }
+        }
+        try cluster.startServer()
+        try cluster.startAgent("a")
+        var progress: [String] = []
+        var wrongly = 0
+        // Looked at from this thread, never suspending: a test resumed late on a busy pool would miss
+        // the push (a second or two) altogether.
+        try waitUntilSync("the first sync to end", timeout: 120, interval: 0.005) {
+            let (json, _) = try status(cluster, "a")
+            guard case let .int(pending)? = json["pending"]?["count"], case let .string(state)? = json["agent"]?["state"] else { return false }
+            if pending > 0 && state == "up-to-date" { wrongly += 1 }
+            if case let .string(reason)? = json["agent"]?["reason"], reason.contains(" sent (") { progress.append(reason) }
+            return pending == 0 && state == "up-to-date"
+        }
+        #expect(wrongly == 0)
+        // At least one look caught the push under way, with its count of the total (its rate and time
+        // left come once it has run half a second: SyncStateRuleTests), and none counted more than all.
+        let total = " of \(HumanUnits.grouped(count + count / 1000)) sent ("
+        #expect(progress.contains { $0.contains(total) }, "\(progress.prefix(5))")
+        #expect(progress.allSatisfy { $0.contains(total) }, "\(progress.filter { !$0.contains(total) }.prefix(5))")
+        let log = try #require(cluster.agent("a")?.errors)
+        #expect(log.contains("sent \(HumanUnits.grouped(count + count / 1000)) local change(s)"), "\(log.suffix(1500))")
     }
 
     @Test func statusOfAStateFolderNoAgentEverUsed() throws {
@@ -245,7 +280,8 @@ import Testing
         try cluster.startServer()
         let listener = try DatagramListener(cluster.directory.child("notify"))
         let agent = try ChildProcess(sinkidExecutable(), ["--root", cluster.root("a"), "--server", cluster.serverURL,
-                                                          "--state", cluster.directory.child("a") + "/state"],
+                                                          "--state", cluster.directory.child("a") + "/state",
+                                                          "--token-file", try #require(try cluster.tokenFile(for: "a"))],
                                      environment: ["NOTIFY_SOCKET": cluster.directory.child("notify")],
                                      logDirectory: cluster.directory.path, label: "agent-notify")
         let ready = try listener.receive()

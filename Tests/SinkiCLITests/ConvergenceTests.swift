@@ -31,6 +31,20 @@ import Testing
         try await cluster.waitForConvergence("a", "b") { $0.entries["empty dir/inner"] == nil && $0.entries["empty dir"] == "dir" }
     }
 
+    @Test func upToDateIsSaidOnlyOnceEverythingIsSent() async throws {
+        let cluster = Cluster("sinki-honest-up-to-date")
+        try cluster.startServer()
+        // A first sync with thousands of changes: the feed is read to its end at once, the sending takes longer.
+        for index in 0..<3000 { try writeFile(cluster.root("a") + "/d\(index % 30)/f\(index).txt", "file \(index)") }
+        try cluster.startAgent("a")
+        try await waitUntil("a to say it is up to date", timeout: 60) { cluster.agent("a")?.errors.contains("up to date with") ?? false }
+        // When it says so, the server has everything: 3,000 files and their 30 folders.
+        let live = try cluster.serverRecords().filter { !$0.deleted }.count
+        #expect(live == 3030, "said up to date with \(live) of 3030 records on the server")
+        let log = try #require(cluster.agent("a")?.errors)
+        #expect(log.contains("changes to the end; 3030 local change(s) to send"))
+    }
+
     @Test func aFiveMebibyteFileArrivesWhole() async throws {
         let cluster = Cluster()
         try cluster.startServer()
@@ -133,7 +147,11 @@ import Testing
             return port > 0
         }
         try writeFile(cluster.root("a") + "/from-a.save", "hello")
-        try cluster.startAgent("b", server: "http://127.0.0.1:\(port)")
+        // The embedded server checks tokens too: a's own is in its state folder, for agents of the machine.
+        let token = cluster.directory.child("a/state/token")
+        let mode = try FileManager.default.attributesOfItem(atPath: token)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        try cluster.startAgent("b", server: "http://127.0.0.1:\(port)", extra: ["--token-file", token])
         try await cluster.waitForConvergence("a", "b", timeout: 3) { $0.entries["from-a.save"] != nil }
         #expect(first.stop() == 0)
     }

@@ -14,7 +14,7 @@ import Testing
         try put(config, "[agent]\nlog-level = info\n")
         let state = cluster.directory.child("a") + "/state"
         let agent = try ChildProcess(sinkidExecutable(), ["--root", cluster.root("a"), "--server", cluster.serverURL, "--state", state,
-                                                          "--device", "a", "--config", config],
+                                                          "--device", "a", "--config", config, "--token-file", try #require(try cluster.tokenFile(for: "a"))],
                                      logDirectory: cluster.directory.path, label: "agent-reload")
         defer { agent.stop() }
         try await waitUntil("the first scan") { agent.errors.contains("scanned ") }

@@ -12,13 +12,14 @@ import Testing
         let data = Data(randomData(700_000))
         try data.write(to: URL(fileURLWithPath: file))
         let state = cluster.directory.child("state")
+        let token = try #require(try cluster.tokenFile(for: "uploader"))
         let upload = try ChildProcess(sinkidExecutable(), ["upload", file, "--to", cluster.serverURL + "/v1/uploads/", "--state", state,
-                                                           "--chunk-size", "256KiB", "--metadata", "game=Sinki Quest"],
+                                                           "--chunk-size", "256KiB", "--metadata", "game=Sinki Quest", "--token-file", token],
                                       logDirectory: cluster.directory.path, label: "upload")
         #expect(upload.waitForExit(timeout: 30) == 0, "\(upload.errors)")
         let url = upload.output.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(url.hasPrefix(cluster.serverURL + "/v1/uploads/"))
-        let id = String(url.split(separator: "/").last!)
+        let id = String(try #require(url.split(separator: "/").last))
         #expect(FileManager.default.contents(atPath: cluster.directory.child("server-data") + "/uploads/\(id).bin") == data)
         let info = readFile(cluster.directory.child("server-data") + "/uploads/\(id).info") ?? ""
         #expect(info.contains("game U2lua2kgUXVlc3Q="))

@@ -22,7 +22,7 @@ actor RecordingHandler: ControlHandler {
     }
     func pause() async -> ControlAck { asked.append("pause"); return ControlAck("paused") }
     func resume() async -> ControlAck { asked.append("resume"); return ControlAck("resumed") }
-    func syncNow() async -> ControlAck { asked.append("sync"); return ControlAck("syncing") }
+    func syncNow(verify: Bool) async -> ControlAck { asked.append(verify ? "sync --verify" : "sync"); return ControlAck("syncing") }
     func retry(path: String?) async throws(ControlError) -> [String] {
         asked.append("retry \(path ?? "-")")
         if path == "R/none" { throw ControlError(.notFound, "nothing refused at R/none") }

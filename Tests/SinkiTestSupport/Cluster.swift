@@ -2,17 +2,30 @@ import Foundation
 import SinkiRecord
 
 /// Real sinkid processes for end-to-end tests: a server and agents on temporary folders, on
-/// 127.0.0.1 with ports the kernel picks.
+/// 127.0.0.1 with ports the kernel picks. Run as users deploy: the server checks device tokens, and each
+/// agent gets a token of its own (of one user, so that they share their records); a cluster without
+/// authentication is the exception a test asks for (`authenticated: false`).
 public final class Cluster: @unchecked Sendable {
     // @unchecked: a Cluster is used by one test at a time; its arrays are only touched by that test.
     public let directory: TemporaryDirectory
     public private(set) var server: ChildProcess?
     public private(set) var serverPort: Int = 0
+    /// The data folder and extra flags of the last server started, for `restartServer`.
+    public private(set) var serverData: String?
+    /// The PostgreSQL database the server keeps its records and accounts in (`--database`), if any.
+    public private(set) var serverDatabase: String?
+    private var serverExtra: [String] = []
     public private(set) var agents: [String: ChildProcess] = [:]
     private var launches = 0
+    /// The server checks tokens (the default), and agents get theirs.
+    public let authenticated: Bool
+    /// Each agent's token file, made on its first start.
+    private var tokenFiles: [String: String] = [:]
+    private var inspector: String?
 
-    public init(_ label: String = "sinki-e2e") {
+    public init(_ label: String = "sinki-e2e", authenticated: Bool = true) {
         directory = TemporaryDirectory(label)
+        self.authenticated = authenticated
     }
 
     deinit {
@@ -26,8 +39,13 @@ public final class Cluster: @unchecked Sendable {
     @discardableResult
     public func startServer(port: Int = 0, data: String? = nil, extra: [String] = []) throws -> ChildProcess {
         launches += 1
+        let data = data ?? directory.child("server-data")
+        serverData = data
+        serverExtra = extra
+        // Accounts live where the records do: token add is told the same database.
+        if let index = extra.firstIndex(of: "--database"), index + 1 < extra.count { serverDatabase = extra[index + 1] }
         let process = try ChildProcess(sinkidExecutable(), ["serve", "--listen", "127.0.0.1:\(port)",
-                                                            "--data", data ?? directory.child("server-data"), "--log-level", "debug"] + extra,
+                                                            "--data", data, "--log-level", "debug"] + (authenticated ? [] : ["--insecure-no-auth"]) + extra,
                                        logDirectory: directory.path, label: "server-\(launches)")
         try waitUntilSync("server to listen", timeout: 15) {
             if !process.isRunning { throw ProcessFailed(label: "server", log: process.errors) }
@@ -45,6 +63,31 @@ public final class Cluster: @unchecked Sendable {
         server = nil
     }
 
+    /// SIGKILL to the server, then its exit.
+    public func killServer() {
+        server?.kill9()
+        server = nil
+    }
+
+    /// Starts the server again on the port and data folder it had. A port just freed may be held
+    /// for a moment (another socket of this machine may have been given it), so a server that
+    /// cannot bind is started again until `timeout`.
+    @discardableResult
+    public func restartServer(timeout: Double = 20, extra: [String]? = nil) throws -> ChildProcess {
+        let port = serverPort
+        let deadline = Date().addingTimeInterval(timeout)
+        let flags = extra ?? serverExtra
+        while true {
+            do {
+                let process = try startServer(port: port, data: serverData, extra: flags)
+                precondition(serverPort == port, "bug: the server came back on port \(serverPort), not \(port)")
+                return process
+            } catch let error as ProcessFailed where Date() < deadline && error.log.contains("cannot listen") {
+                usleep(200_000) // inside a loop with a deadline: the port is still taken
+            }
+        }
+    }
+
     /// The root folder of agent `name` (named `rootName`, created if needed).
     public func root(_ name: String, rootName: String = "SaveGames") -> String {
         let path = directory.child(name) + "/" + rootName
@@ -55,12 +98,16 @@ public final class Cluster: @unchecked Sendable {
     /// Starts agent `name` on its root, against the server (or `server`), waiting until its first
     /// scan is done.
     @discardableResult
+    /// `prefix` runs the agent through a wrapper (`setpriv ...`), which gets the executable after it.
     public func startAgent(_ name: String, server: String? = nil, rootName: String = "SaveGames", extra: [String] = [],
-                           waitForScan: Bool = true) throws -> ChildProcess {
+                           prefix: [String] = [], waitForScan: Bool = true) throws -> ChildProcess {
+        let token = try tokenFile(for: name)
         launches += 1
-        let process = try ChildProcess(sinkidExecutable(), ["--root", root(name, rootName: rootName), "--server", server ?? serverURL,
-                                                            "--state", directory.child(name) + "/state", "--device", name,
-                                                            "--log-level", "debug"] + extra,
+        let arguments = ["--root", root(name, rootName: rootName), "--server", server ?? serverURL,
+                         "--state", directory.child(name) + "/state", "--device", name, "--log-level", "debug"]
+            + (token.map { ["--token-file", $0] } ?? []) + extra
+        let process = try ChildProcess(prefix.first ?? sinkidExecutable(),
+                                       prefix.isEmpty ? arguments : Array(prefix.dropFirst()) + [sinkidExecutable()] + arguments,
                                        logDirectory: directory.path, label: "agent-\(name)-\(launches)")
         agents[name] = process
         if waitForScan {
@@ -74,9 +121,66 @@ public final class Cluster: @unchecked Sendable {
 
     public func agent(_ name: String) -> ChildProcess? { agents[name] }
 
-    public func stopAgent(_ name: String) {
-        agents[name]?.stop()
+    /// Runs `statement` on agent `name`'s stopped state database (python3's sqlite3: the tests do not
+    /// link SQLite).
+    public func stateSQL(_ name: String, _ statement: String) throws {
+        let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()"
+        let process = try ChildProcess("/usr/bin/env", ["python3", "-c", script, directory.child(name) + "/state/state.db", statement],
+                                       logDirectory: directory.path, label: "sql-\(UInt64.random(in: 0...UInt64.max))")
+        guard process.waitForExit() == 0 else { throw ProcessFailed(label: "sql on \(name)'s state", log: process.errors) }
+    }
+
+    /// The user all the cluster's agents belong to.
+    public static let user = "owner"
+
+    /// Agent `name`'s token file: a device token of `Cluster.user` made with `sinkid serve token add` on
+    /// the server's data folder (beside the running server); nil without authentication or a server.
+    public func tokenFile(for name: String) throws -> String? {
+        guard authenticated, serverData != nil else { return nil }
+        if let made = tokenFiles[name] { return made }
+        let made = try makeToken(user: Self.user, device: name)
+        let path = directory.child(name) + "/token"
+        try FileManager.default.createDirectory(atPath: directory.child(name), withIntermediateDirectories: true)
+        try Data((made + "\n").utf8).write(to: URL(fileURLWithPath: path))
+        tokenFiles[name] = path
+        return path
+    }
+
+    /// Forgets the tokens made so far (a server made afresh knows none of them): agents started from
+    /// now on get new ones.
+    public func forgetTokens() {
+        tokenFiles = [:]
+        inspector = nil
+    }
+
+    /// The token a test reads the server's records with (a device of its own, `inspector`).
+    public func inspectorToken() throws -> String? {
+        guard authenticated, serverData != nil else { return nil }
+        if let made = inspector { return made }
+        inspector = try makeToken(user: Self.user, device: "inspector")
+        return inspector
+    }
+
+    /// A new device token for `user` (made if new) on the cluster's server, with `extra` flags
+    /// (`--read-only`, `--prefix P/`, …); returns its text.
+    public func makeToken(user: String, device: String, extra: [String] = []) throws -> String {
+        guard let data = serverData else { throw ProcessFailed(label: "token add", log: "no server data folder: start the server first") }
+        let process = try ChildProcess(sinkidExecutable(), ["serve", "token", "add", user, "--device", device, "--data", data]
+                                           + (serverDatabase.map { ["--database", $0] } ?? []) + extra,
+                                       logDirectory: directory.path, label: "token-\(user)-\(device)-\(UInt32.random(in: 0...UInt32.max))")
+        guard process.waitForExit(timeout: 20) == 0,
+              let token = process.output.split(separator: "\n").last.map(String.init), !token.isEmpty else {
+            throw ProcessFailed(label: "sinkid serve token add \(user)", log: process.errors + process.output)
+        }
+        return token
+    }
+
+    /// SIGTERM to agent `name`, then its exit status (nil if it was not running).
+    @discardableResult
+    public func stopAgent(_ name: String) -> Int32? {
+        let code = agents[name]?.stop()
         agents[name] = nil
+        return code
     }
 
     public func killAgent(_ name: String) {
@@ -136,7 +240,7 @@ extension Cluster {
             let url = (server ?? serverURL) + "/v1/records?limit=10000&path=\(prefix)" + (withData ? "&data=1" : "") + (after.isEmpty ? "" : "&after=" + (after.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? after))
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            process.arguments = ["-sS", "--fail", url]
+            process.arguments = ["-sS", "--fail", url] + (try inspectorToken().map { ["-H", "Authorization: Bearer \($0)"] } ?? [])
             let pipe = Pipe()
             process.standardOutput = pipe
             try process.run()

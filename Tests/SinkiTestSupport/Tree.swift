@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import SinkiSupport
 
 /// What a folder holds, for comparing two synced roots: each path below it with its kind, content
@@ -69,4 +70,85 @@ public func writeFile(_ path: String, _ data: Data) throws {
 
 public func readFile(_ path: String) -> String? {
     FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) }
+}
+
+/// Everything in a root with full SHA-256s, walked with lstat (no symbolic link followed): for the
+/// fault suite's checks, which compare roots with each other, with the server's records and with
+/// the versions the harness wrote. sinkid's temporary files are listed apart.
+public struct RootContents: Equatable {
+    public struct Entry: Equatable, CustomStringConvertible {
+        public var kind: String // "dir", "file", "link" or "other"
+        public var size: Int
+        public var sha256: String
+        public var mode: UInt32
+
+        public init(kind: String, size: Int, sha256: String, mode: UInt32) {
+            (self.kind, self.size, self.sha256, self.mode) = (kind, size, sha256, mode)
+        }
+
+        public var description: String {
+            kind == "file" ? "file \(size) B \(sha256.prefix(12)) mode \(String(mode, radix: 8))" : kind
+        }
+    }
+
+    public var entries: [String: Entry] = [:]
+    /// `.sinki-tmp-*` entries, which a settled root must not hold.
+    public var temporaryFiles: [String] = []
+
+    public init(_ root: String) {
+        var pending = [""]
+        while let relative = pending.popLast() {
+            for (name, _) in directoryEntries(relative.isEmpty ? root : root + "/" + relative) {
+                let path = relative.isEmpty ? name : relative + "/" + name
+                if name.hasPrefix(".sinki-tmp-") {
+                    temporaryFiles.append(path)
+                    continue
+                }
+                var info = stat()
+                guard lstat(root + "/" + path, &info) == 0 else { continue }
+                let mode = UInt32(info.st_mode) & 0o7777
+                switch info.st_mode & S_IFMT {
+                case S_IFDIR:
+                    // A folder's mode is not synced (TreeSnapshot leaves it out too).
+                    entries[path] = Entry(kind: "dir", size: 0, sha256: "", mode: 0)
+                    pending.append(path)
+                case S_IFREG:
+                    let bytes = FileManager.default.contents(atPath: root + "/" + path).map { Array($0) } ?? []
+                    entries[path] = Entry(kind: "file", size: bytes.count, sha256: Digest.sha256Hex(bytes), mode: mode)
+                case S_IFLNK:
+                    entries[path] = Entry(kind: "link", size: 0, sha256: "", mode: mode)
+                default:
+                    entries[path] = Entry(kind: "other", size: 0, sha256: "", mode: mode)
+                }
+            }
+        }
+        temporaryFiles.sort()
+    }
+
+    /// Paths whose entries differ, as `path: this vs other` lines.
+    public func difference(_ other: RootContents) -> [String] {
+        Set(entries.keys).union(other.entries.keys).filter { entries[$0] != other.entries[$0] }.sorted()
+            .map { "\($0): \(entries[$0]?.description ?? "-") vs \(other.entries[$0]?.description ?? "-")" }
+    }
+}
+
+/// A cheap description of a root for polling (kind, size and mode per path, and with `times` the
+/// mtime; no reads; sinkid's temporary files left out).
+public func quickListing(_ root: String, times: Bool = true) -> [String: String] {
+    var out: [String: String] = [:]
+    var pending = [""]
+    while let relative = pending.popLast() {
+        for (name, isDirectory) in directoryEntries(relative.isEmpty ? root : root + "/" + relative) where !name.hasPrefix(".sinki-tmp-") {
+            let path = relative.isEmpty ? name : relative + "/" + name
+            if isDirectory {
+                out[path] = "dir"
+                pending.append(path)
+                continue
+            }
+            var info = stat()
+            guard lstat(root + "/" + path, &info) == 0 else { continue }
+            out[path] = "\(info.st_mode):\(info.st_size)" + (times ? ":\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)" : "")
+        }
+    }
+    return out
 }

@@ -226,6 +226,7 @@ final class TusTestServer: @unchecked Sendable {
 
     init(maxSize: Int64? = nil) throws {
         configuration = ServerConfiguration(listen: "127.0.0.1:0", dataDirectory: directory.child("data"))
+        configuration.authentication = .none // the tus client against the server's protocol, without tokens
         if let maxSize { configuration.uploads.maxSize = maxSize }
         server = try SyncServer(configuration: configuration, logger: Logger(label: "tus-server", level: .warning))
         try server.start()

@@ -1,0 +1,63 @@
+import SinkiRecord
+
+/// Fuzz target `record-json` (docs/fuzzing.md): the bytes as every JSON document a peer sends the agent
+/// or the server — a change-feed or look-up page, a modify request and its response, a problem document,
+/// any value through the generic reader. Each parse either throws or gives a value that is written out
+/// and read back unchanged: what one side writes, the other reads as it was meant.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzRecordJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+    let input = Array(UnsafeBufferPointer(start: data, count: size))
+    checkDocuments(input)
+    return 0
+}
+
+func require(_ condition: Bool, _ what: @autoclosure () -> String) {
+    if !condition { fatalError("record-json invariant broken: \(what())") }
+}
+
+struct NotAProblem: Error {}
+
+func roundTrips<T: Equatable>(_ name: String, _ value: T, _ write: (T) -> [UInt8], _ read: ([UInt8]) throws -> T) {
+    let written = write(value)
+    do {
+        let back = try read(written)
+        require(back == value, "\(name) read back differs: \(String(decoding: written, as: UTF8.self).prefix(300))")
+    } catch {
+        require(false, "\(name) written as \(String(decoding: written, as: UTF8.self).prefix(300)) does not read back: \(error)")
+    }
+}
+
+func checkDocuments(_ input: [UInt8]) {
+    if let page = try? RecordPage.parse(input) {
+        roundTrips("RecordPage", page, { $0.jsonBytes }, RecordPage.parse)
+    }
+    if let request = try? ModifyRequest.parse(input) {
+        roundTrips("ModifyRequest", request, { $0.jsonBytes }, ModifyRequest.parse)
+    }
+    if let response = try? ModifyResponse.parse(input) {
+        roundTrips("ModifyResponse", response, { $0.jsonBytes }, ModifyResponse.parse)
+    }
+    if let problem = Problem.parse(input) {
+        roundTrips("Problem", problem, { $0.jsonBytes }, { bytes in
+            guard let back = Problem.parse(bytes) else { throw NotAProblem() }
+            return back
+        })
+    }
+    if let value = try? JSONValue.parse(input) {
+        roundTrips("JSONValue", value, { value in
+            var writer = JSONWriter()
+            value.write(to: &writer)
+            return writer.bytes
+        }, JSONValue.parse)
+    }
+    // One record alone, as a look-up answer or a stored upload carries it.
+    var reader = JSONReader(input)
+    if let record = try? Record.read(from: &reader), (try? reader.finish()) != nil {
+        roundTrips("Record", record, { $0.jsonBytes() }, { bytes in
+            var reader = JSONReader(bytes)
+            let back = try Record.read(from: &reader)
+            try reader.finish()
+            return back
+        })
+    }
+}

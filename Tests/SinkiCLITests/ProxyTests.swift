@@ -1,0 +1,66 @@
+import Foundation
+import Glibc
+import SinkiRecord
+import SinkiTestSupport
+import Testing
+
+/// Behind a TLS proxy (issue 12): a real nginx from Debian in front of `sinkid serve --behind-proxy`,
+/// with a self-signed certificate the agents trust through `[server] ca-file`.
+@Suite(.serialized) struct ProxyTests {
+    /// A self-signed certificate for 127.0.0.1 (as an IP subject alternative name, which curl checks).
+    func certificate(in directory: TemporaryDirectory) throws -> (cert: String, key: String) {
+        let cert = directory.child("proxy.crt"), key = directory.child("proxy.key")
+        let openssl = try ChildProcess("/usr/bin/openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                                                            "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                                       logDirectory: directory.path, label: "openssl")
+        #expect(openssl.waitForExit(timeout: 30) == 0, "openssl: \(openssl.errors)")
+        return (cert, key)
+    }
+
+    /// nginx on `port` with TLS, passing everything to the sync server on `upstream`.
+    func startNginx(_ directory: TemporaryDirectory, port: Int, upstream: Int, cert: String, key: String) throws -> ChildProcess {
+        try Nginx.start(directory, port: port, http: """
+            server {
+                listen 127.0.0.1:\(port) ssl;
+                ssl_certificate \(cert);
+                ssl_certificate_key \(key);
+                \(Nginx.passing(to: "127.0.0.1:\(upstream)"))
+            }
+            """)
+    }
+
+    @Test func twoAgentsConvergeThroughNginxWithTLSAndTusGetsAbsoluteHTTPSLocations() async throws {
+        let cluster = Cluster("sinki-proxy")
+        try cluster.startServer(extra: ["--behind-proxy"])
+        let (cert, key) = try certificate(in: cluster.directory)
+        let port = freePort()
+        let nginx = try startNginx(cluster.directory, port: port, upstream: cluster.serverPort, cert: cert, key: key)
+        defer { _ = nginx.stop() }
+        let url = "https://127.0.0.1:\(port)"
+        let config = cluster.directory.child("agent.conf")
+        try writeFile(config, "[server]\nca-file = \(cert)\n")
+
+        // Without the certificate trusted, the proxy is refused: the check is real.
+        let untrusted = try cluster.startAgent("c", server: url)
+        try await waitUntil("c to fail the TLS check", timeout: 15) { untrusted.errors.contains("SSL") || untrusted.errors.contains("certificate") }
+        cluster.stopAgent("c")
+
+        try cluster.startAgent("a", server: url, extra: ["--config", config])
+        try cluster.startAgent("b", server: url, extra: ["--config", config])
+        let big = Data(randomData(3 << 20))
+        try writeFile(cluster.root("a") + "/small.txt", "through the proxy")
+        try writeFile(cluster.root("a") + "/big.bin", big)
+        try await cluster.waitForConvergence("a", "b", timeout: 30) { $0.entries.count == 2 }
+        #expect(FileManager.default.contents(atPath: cluster.root("b") + "/big.bin") == big)
+        try writeFile(cluster.root("b") + "/back.txt", "and back")
+        try await cluster.waitForConvergence("a", "b", timeout: 10) { $0.entries.count == 3 }
+
+        // The upload went to the https URL the server built from the proxy's headers.
+        let log = try #require(cluster.agent("a")?.errors)
+        #expect(log.contains("POST \(url)/v1/uploads/"), "no upload through the proxy")
+        #expect(log.contains("PATCH \(url)/v1/uploads/"), "the upload's Location was not the proxy's https URL")
+        let access = Nginx.accessLog(cluster.directory)
+        #expect(access.contains("PATCH /v1/uploads/"))
+        #expect(access.contains("GET /v1/changes"))
+    }
+}
