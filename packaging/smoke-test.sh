@@ -26,10 +26,19 @@ listening() { grep -q '(port [0-9]*)' "$work/server.log"; }
 wait_for 100 listening || fail "the server did not start"
 port="$(grep -o '(port [0-9]*)' "$work/server.log" | head -n1 | grep -o '[0-9]*')"
 
+# As a user deploys it: the server made a first user and wrote its device token for a; b gets a
+# device token of its own, added beside the running server (its last line is the token).
+[ -s "$work/server/first-token" ] || fail "the server wrote no first device token"
+cp "$work/server/first-token" "$work/token-a"
+"$sinkid" serve token add owner --device b --data "$work/server" 2> "$work/token-add.log" | tail -n1 > "$work/token-b" \
+    || fail "sinkid serve token add failed"
+[ -s "$work/token-b" ] || fail "sinkid serve token add printed no token"
+chmod 600 "$work/token-a" "$work/token-b"
+
 for name in a b; do
     mkdir -p "$work/$name/SaveGames"
     "$sinkid" --root "$work/$name/SaveGames" --server "http://127.0.0.1:$port" --state "$work/$name/state" \
-        --device "$name" 2> "$work/agent-$name.log" &
+        --device "$name" --token-file "$work/token-$name" 2> "$work/agent-$name.log" &
     pids+=("$!")
     scanned() { grep -q 'scanned ' "$work/agent-$1.log"; }
     wait_for 100 scanned "$name" || fail "agent $name did not start"
