@@ -120,7 +120,11 @@ public final class UploadStore: Sendable {
     /// shares the folder takes before it writes): nil when another holds it.
     func lockAcrossServers(_ upload: Upload, flags: Int32 = O_WRONLY) throws -> FileDescriptor? {
         let file = try FileDescriptor.open(dataPath(upload.id), flags: flags)
-        return flock(file.raw, LOCK_EX | LOCK_NB) == 0 ? file : nil
+        if flock(file.raw, LOCK_EX | LOCK_NB) == 0 { return file }
+        // Only a lock held elsewhere is "busy"; any other failure is the system's, said as such.
+        let code = errno
+        guard code == EWOULDBLOCK else { throw SystemError("flock", errno: code, path: dataPath(upload.id)) }
+        return nil
     }
 
     /// Whether the upload was made by a token within `prefix` (any upload, for nil).
@@ -432,7 +436,12 @@ extension UploadStore {
         let all = uploads.withLock { Array($0.values) }
         var removed = 0
         for upload in all where !referenced.contains(upload.id) {
-            guard refresh(upload), let lock = (try? lockAcrossServers(upload, flags: O_RDONLY)).flatMap({ $0 }) else { continue }
+            // Only a candidate is locked: a lock taken on an upload being made would answer its
+            // first PATCH 423 (this pass runs when the server starts, as clients begin).
+            let candidate = upload.state.withLock { state in
+                !state.busy && state.info.isFinished && state.info.concat != .partial && state.info.touchedAt + grace <= now
+            }
+            guard candidate, refresh(upload), let lock = (try? lockAcrossServers(upload, flags: O_RDONLY)).flatMap({ $0 }) else { continue }
             defer { withExtendedLifetime(lock) {} }
             let gone = upload.state.withLock { state -> Bool in
                 guard !state.busy, state.info.isFinished, state.info.concat != .partial,
