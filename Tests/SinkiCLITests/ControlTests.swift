@@ -292,7 +292,9 @@ import Testing
         agent.signal(SIGHUP)
         #expect(try listener.receive() == "RELOADING=1")
         #expect(try listener.receive() == "READY=1\nSTATUS=paused (sinkid resume)")
-        #expect(agent.stop() == 0)
+        let status = agent.stop()
+        // An abort here was seen once under the full suite: its log is the only witness.
+        #expect(status == 0, "agent ended with \(status):\n\(agent.errors)")
         #expect(try listener.receive() == "STOPPING=1\nSTATUS=stopping")
     }
 }
