@@ -14,6 +14,11 @@ public struct OutboxEntry: Sendable, Equatable {
     /// took but whose answer was lost is recognised as ours when it comes back.
     public var sentSHA256: String? = nil
     public var sentDeleted = false
+    /// Sent even when the row holds no local change: the version here, which is the server's, goes
+    /// again as a new one. Set where this agent's delete of a path lost to a version it then took:
+    /// devices that followed this agent's rename of the path moved that version away too, and only a
+    /// newer change brings it back to them.
+    public var resend = false
 }
 
 /// Where a walk through the outbox in push order stands: just after the entry queued at `queuedAt`
@@ -33,12 +38,14 @@ public struct OutboxPosition: Sendable, Equatable {
 
 /// Queries on the outbox table.
 extension StateStore {
-    /// Queues (or re-queues) a local change; a re-queued entry gets a new generation.
-    public func enqueue(_ path: String, now: Int64 = Clock.now()) throws(SQLiteError) {
+    /// Queues (or re-queues) a local change; a re-queued entry gets a new generation. `resend`: the
+    /// path's version goes even if it is the server's (`OutboxEntry.resend`); a flag once set stays until
+    /// the entry goes.
+    public func enqueue(_ path: String, now: Int64 = Clock.now(), resend: Bool = false) throws(SQLiteError) {
         try database.run("""
-            INSERT INTO outbox(path, queued_at, generation) VALUES(?, ?, 1)
-            ON CONFLICT(path) DO UPDATE SET generation = generation + 1, attempts = 0, last_error = NULL
-            """, path, now)
+            INSERT INTO outbox(path, queued_at, generation, resend) VALUES(?, ?, 1, ?)
+            ON CONFLICT(path) DO UPDATE SET generation = generation + 1, attempts = 0, last_error = NULL, resend = max(resend, excluded.resend)
+            """, path, now, resend)
     }
 
     /// Whether anything below `path` waits in the outbox.
@@ -46,8 +53,10 @@ extension StateStore {
         try database.scalar("SELECT 1 FROM outbox WHERE path >= ? AND path < ? LIMIT 1", path + "/", path + "0") != nil
     }
 
-    public func dequeue(_ path: String) throws(SQLiteError) {
-        try database.run("DELETE FROM outbox WHERE path = ?", path)
+    /// `unlessResend`: an entry that sends the version again stays (a look that finds the disk as
+    /// synced says nothing against it).
+    public func dequeue(_ path: String, unlessResend: Bool = false) throws(SQLiteError) {
+        try database.run("DELETE FROM outbox WHERE path = ?" + (unlessResend ? " AND resend = 0" : ""), path)
     }
 
     /// Removes the entry only if no newer change was queued since `generation`.
@@ -56,13 +65,13 @@ extension StateStore {
     }
 
     public func outboxEntry(_ path: String) throws(SQLiteError) -> OutboxEntry? {
-        let statement = try database.prepare("SELECT path, queued_at, generation, attempts, last_error, sent_sha256, sent_deleted FROM outbox WHERE path = ?")
+        let statement = try database.prepare("SELECT path, queued_at, generation, attempts, last_error, sent_sha256, sent_deleted, resend FROM outbox WHERE path = ?")
         try statement.bind([path])
         defer { statement.reset() }
         guard try statement.step() else { return nil }
         return OutboxEntry(path: statement.text(0), queuedAt: statement.int64(1), generation: statement.int64(2),
                            attempts: statement.int(3), lastError: statement.optionalText(4), sentSHA256: statement.optionalText(5),
-                           sentDeleted: statement.bool(6))
+                           sentDeleted: statement.bool(6), resend: statement.bool(7))
     }
 
     /// The outbox in push order (oldest first, then by path) from just after `position`, each entry
@@ -75,7 +84,7 @@ extension StateStore {
         var out: [(OutboxEntry, KnownFile?)] = []
         let columns = Self.fileColumns.split(separator: ",").map { "f." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")
         try database.query("""
-            SELECT o.path, o.queued_at, o.generation, o.attempts, o.last_error, f.path IS NOT NULL, \(columns)
+            SELECT o.path, o.queued_at, o.generation, o.attempts, o.last_error, o.resend, f.path IS NOT NULL, \(columns)
             FROM outbox o LEFT JOIN files f ON f.path = o.path
             WHERE o.last_error IS NULL AND (o.queued_at, o.path) > (?, ?)
               AND NOT EXISTS (SELECT 1 FROM conflicts c WHERE c.path = o.path)
@@ -83,8 +92,8 @@ extension StateStore {
             ORDER BY o.queued_at, o.path LIMIT ?
             """, position.queuedAt, position.path, limit) { row in
             let entry = OutboxEntry(path: row.text(0), queuedAt: row.int64(1), generation: row.int64(2), attempts: row.int(3),
-                                    lastError: row.optionalText(4))
-            out.append((entry, row.bool(5) ? Self.readFile(row, offset: 6) : nil))
+                                    lastError: row.optionalText(4), resend: row.bool(5))
+            out.append((entry, row.bool(6) ? Self.readFile(row, offset: 7) : nil))
         }
         return out
     }

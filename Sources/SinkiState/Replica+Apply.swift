@@ -58,6 +58,8 @@ struct PlannedWrite: Sendable {
     /// For a rename: the local path (below the same root) whose unchanged content becomes this one.
     var source: LocalPath?
     var sourceRow: KnownFile?
+    /// Once written, the version goes to the server again as a new one (`OutboxEntry.resend`).
+    var resend = false
 }
 
 /// A decision that needs no disk write, recorded with the batch: a hold, a conflict, a rebase.
@@ -432,7 +434,7 @@ extension Replica {
                 // A tombstone for something never here: its tag is remembered so a later create bases on it.
                 return
             }
-            try store.dequeue(row.path)
+            if plan.resend { try store.enqueue(row.path, resend: true) } else { try store.dequeue(row.path) }
             touched(row.path)
             if record.deleted && plan.expect == nil { return }
             report.applied.append(AppliedChange(path: record.path, event: plan.event ?? (record.deleted ? .deleted : .changed),

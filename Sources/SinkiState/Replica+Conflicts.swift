@@ -194,7 +194,12 @@ extension Replica {
                 } else {
                     action = remote.kind == .directory ? .mkdir : remote.kind == .symlink ? .symlink : .write
                 }
-                plans.append(PlannedWrite(action: action, record: remote, path: local, expect: expect, row: row, event: event))
+                // This agent's delete lost to a version it now takes. If the delete was the old path of
+                // a rename made here, devices that followed the rename moved that version away with
+                // it and will never hear of the path again: it goes once more, as a new version.
+                let lostDelete = !item.row.present && !remote.deleted
+                plans.append(PlannedWrite(action: action, record: remote, path: local, expect: expect, row: row, event: event,
+                                          resend: lostDelete))
             case let .keepLocal(keepRemoteCopy):
                 if keepRemoteCopy && !remote.deleted && remote.kind == .file {
                     guard let copy = writeRemoteAside(remote, root: root, relative: relative) else {

@@ -345,7 +345,7 @@ extension Replica {
                         remember(row.path, CachedContent(stat: content.stat, sha256: content.sha256, data: data))
                     }
                 } else {
-                    try store.dequeue(row.path)
+                    try store.dequeue(row.path, unlessResend: true)
                 }
             }
         }

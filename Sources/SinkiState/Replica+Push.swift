@@ -139,7 +139,7 @@ extension Replica {
             return .removed
         }
         guard let row, let path = try? RecordPath(validating: entry.path),
-              let local = locate(path), row.hasLocalChange else {
+              let local = locate(path), row.hasLocalChange || entry.resend else {
             try store.dequeue(entry.path)
             return .removed
         }

@@ -59,7 +59,7 @@ extension Replica {
             SELECT o.path FROM outbox o JOIN files f ON f.path = o.path
             LEFT JOIN tus_uploads t ON t.path = o.path AND t.endpoint = ?
             WHERE o.last_error IS NULL AND f.present = 1 AND f.kind = 0 AND f.size > ? AND f.moved_from IS NULL
-              AND (f.tag = 0 OR f.synced_deleted = 1 OR f.synced_sha256 IS NOT f.sha256)
+              AND (f.tag = 0 OR f.synced_deleted = 1 OR f.synced_sha256 IS NOT f.sha256 OR o.resend = 1)
               AND NOT coalesce(t.state LIKE 'asset %' AND t.sha256 = f.sha256 AND t.size = f.size, 0)
             ORDER BY o.queued_at, o.path LIMIT ?
             """, uploadEndpoint, inlineLimit, limit + excluding.count) { row in
@@ -72,7 +72,8 @@ extension Replica {
     /// Opens `path` for its upload. Nil when it is no longer a file to upload, or when the disk no
     /// longer matches the database (the path is then looked at again, and comes back once hashed).
     public func openForUpload(_ path: String) throws -> UploadSource? {
-        guard let row = try store.file(path), row.present, row.kind == .file, row.size > inlineLimit, row.hasLocalChange,
+        guard let row = try store.file(path), row.present, row.kind == .file, row.size > inlineLimit,
+              try row.hasLocalChange || store.outboxEntry(path)?.resend == true,
               let recordPath = try? RecordPath(validating: path), let local = locate(recordPath) else { return nil }
         let (root, relative) = (local.root.index, local.relative)
         let held: HeldFile

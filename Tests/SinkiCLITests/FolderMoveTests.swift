@@ -315,6 +315,41 @@ import Testing
         #expect(records.filter { $0.path.hasPrefix("SaveGames/Level") || $0.path == "SaveGames/Save.dat" }.allSatisfy { $0.deleted })
     }
 
+    // MARK: A folder made again while its parent is renamed elsewhere (fault suite seed 310)
+
+    /// a renames `Saves/` while paused; meanwhile b removes `Saves/sub/` and makes it again, and c
+    /// follows both. a's delete of the old `Saves/sub` then loses to b's newer version, which a takes,
+    /// while c, following a's rename, moves its whole `Saves/` (that version included) away: only a's
+    /// sending that version again brings `Saves/sub/` back to c.
+    @Test func aFolderMadeAgainWhileItsParentIsRenamedElsewhereIsThereEverywhere() async throws {
+        let cluster = Cluster("sinki-move-made-again")
+        let a = cluster.root("a"), b = cluster.root("b"), c = cluster.root("c")
+        try writeFile(a + "/keeper.txt", "keeps the root from looking emptied")
+        try writeFile(a + "/Saves/f.txt", "in saves")
+        try FileManager.default.createDirectory(atPath: a + "/Saves/sub", withIntermediateDirectories: true)
+        try cluster.startServer()
+        for name in ["a", "b", "c"] { try cluster.startAgent(name) }
+        try await cluster.waitForConvergence("a", "b", timeout: 10) { $0.entries["Saves/sub"] != nil && $0.entries["Saves/f.txt"] != nil }
+        try await cluster.waitForConvergence("a", "c", timeout: 10) { $0.entries["Saves/sub"] != nil && $0.entries["Saves/f.txt"] != nil }
+
+        _ = try sinkid(["pause", "--state", cluster.directory.child("a") + "/state"], in: cluster.directory)
+        try FileManager.default.moveItem(atPath: a + "/Saves", toPath: a + "/Renamed")
+        try FileManager.default.removeItem(atPath: b + "/Saves/sub")
+        try await waitUntil("c to follow b's removal", timeout: 10) { !FileManager.default.fileExists(atPath: c + "/Saves/sub") }
+        try FileManager.default.createDirectory(atPath: b + "/Saves/sub", withIntermediateDirectories: false)
+        try await waitUntil("c to follow b's new folder", timeout: 10) { FileManager.default.fileExists(atPath: c + "/Saves/sub") }
+        _ = try sinkid(["resume", "--state", cluster.directory.child("a") + "/state"], in: cluster.directory)
+
+        let expected: (TreeSnapshot) -> Bool = { snapshot in
+            snapshot.entries["Renamed/sub"] != nil && snapshot.entries["Renamed/f.txt"] != nil
+                && snapshot.entries["Saves/sub"] != nil && snapshot.entries["Saves/f.txt"] == nil
+        }
+        try await cluster.waitForConvergence("a", "b", timeout: 15, expected)
+        try await cluster.waitForConvergence("a", "c", timeout: 15, expected)
+        let records = try cluster.serverRecords()
+        #expect(records.contains { $0.path == "SaveGames/Saves/sub" && !$0.deleted })
+    }
+
     // MARK: Helpers
 
     /// Two agents on one server; a file at the top keeps a root from looking emptied (a safety stop)
