@@ -140,7 +140,7 @@ extension StateStore {
         try database.run("UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE path = ?", reason, path)
     }
 
-    public var outboxCount: Int { (try? database.scalar("SELECT count(*) FROM outbox")).map { Int($0) } ?? 0 }
+    public var outboxCount: Int { (try? StatusQueries.counts(database).pending) ?? 0 }
 
     /// Whether anything waits to be sent (refused entries wait for `sinkid retry`, not counted): one
     /// row looked at, however long the outbox.

@@ -44,7 +44,7 @@ extension Replica {
         facts.notApplied = notApplied.changes
         facts.notAppliedCount = notApplied.count
         for root in roots {
-            let totals = try cachedTotals(root.name)
+            let totals = try store.totals(root: root.name)
             facts.roots.append(ReplicaStatus.RootTotals(name: root.name, files: totals.files, bytes: totals.bytes,
                                                         pending: byRoot[root.name] ?? 0, notApplied: notApplied.byRoot[root.name] ?? 0,
                                                         folderMissing: access(root.path, F_OK) != 0))
@@ -56,15 +56,6 @@ extension Replica {
         facts.ignoredCount = ignoredCounts.values.reduce(0, +)
         facts.feedToken = try StatusQueries.feed(database).token
         return facts
-    }
-
-    /// A root's files and bytes, counted again only when a file row changed since the last count:
-    /// `sinkid status --watch` asks every second, and on 100,000 files a count is a table scan.
-    func cachedTotals(_ root: String) throws -> (files: Int, bytes: Int64) {
-        if let cached = totalsCache[root], cached.writes == store.fileWrites { return cached.totals }
-        let totals = try store.totals(root: root)
-        totalsCache[root] = (store.fileWrites, totals)
-        return totals
     }
 
     /// Puts changes the server refused back in line (`sinkid retry`); returns their paths.

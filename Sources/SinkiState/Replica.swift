@@ -96,8 +96,6 @@ public actor Replica {
     var ignoredCounts: [Int: Int] = [:]
     /// What the last warning about changes held back behind unsendable ones named, so it is said once.
     var heldWarning: String?
-    /// Per root name, its totals and the `StateStore.fileWrites` they were counted at.
-    var totalsCache: [String: (writes: Int, totals: (files: Int, bytes: Int64))] = [:]
 
     public init(statePath: String, roots: [RootSpec], device: String, inotify: Inotify?, echoes: EchoFilter? = nil, logger: Logger,
                 typeFor: @escaping @Sendable (String) -> String = { _ in Record.defaultType }) throws {

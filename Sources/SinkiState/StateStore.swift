@@ -11,7 +11,7 @@ public final class StateStore {
     /// Rows of `unapplied`, so that the common case (none) costs no query per saved row.
     public internal(set) var unappliedCount = 0
 
-    static let schemaVersion = 6
+    static let schemaVersion = 7
 
     public init(path: String) throws(SQLiteError) {
         self.path = path
@@ -25,7 +25,7 @@ public final class StateStore {
         if version >= Self.schemaVersion { return }
         // Every statement is IF NOT EXISTS, so an older database gains what it lacks (3: tus uploads, 4: the apply
         // journal and conflicts, 5: remote changes not applied and the outbox's push-order index, 6: the outbox's
-        // resend flag, added below since a column cannot be added "if not exists").
+        // resend flag, added below since a column cannot be added "if not exists", 7: root_totals, counted once when made).
         // Each file row holds two views of a path: what was last seen on disk (present, size, mtime,
         // inode, sha256) and the last version both this agent and the server agreed on (tag,
         // synced_*). A pending local change is a row whose two views differ, listed in outbox.
@@ -62,6 +62,9 @@ public final class StateStore {
             CREATE INDEX IF NOT EXISTS outbox_order ON outbox(queued_at, path) WHERE last_error IS NULL;
             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
             """ + Self.tusUploadsSchema + Self.applyJournalSchema + Self.conflictsSchema + Self.unappliedSchema)
+        let countedBefore = try database.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'root_totals'") != nil
+        try database.execute(Self.rootTotalsSchema)
+        if !countedBefore { try database.execute(Self.rootTotalsFill) }
         if try database.scalar("SELECT count(*) FROM pragma_table_info('outbox') WHERE name = 'resend'") == 0 {
             try database.execute("ALTER TABLE outbox ADD COLUMN resend INTEGER NOT NULL DEFAULT 0")
         }

@@ -21,25 +21,37 @@ public enum StatusQueries {
         try SQLiteDatabase(path: path, readOnly: true)
     }
 
-    /// Outbox entries: refused ones first, then oldest first; at most `limit`.
+    /// Outbox entries: refused ones first, then oldest first; at most `limit`. Each part walks its own
+    /// partial index (`outbox_refused`, `outbox_order`) from its start, so the cost follows `limit`, not
+    /// the outbox.
     public static func pending(_ database: SQLiteDatabase, limit: Int) throws -> [PendingRow] {
         var rows: [PendingRow] = []
-        try database.query("""
-            SELECT o.path, o.queued_at, o.attempts, o.last_error, f.present, f.tag
-            FROM outbox o LEFT JOIN files f ON f.path = o.path
-            ORDER BY o.last_error IS NULL, o.queued_at, o.path LIMIT ?
-            """, limit) { row in
-            let hasRow = !row.isNull(4)
-            rows.append(PendingRow(path: row.text(0), queuedAt: row.int64(1), attempts: row.int(2), lastError: row.optionalText(3),
-                                   present: hasRow ? row.bool(4) : nil, tag: hasRow ? row.int64(5) : nil))
+        for refused in [true, false] where rows.count < limit {
+            try database.query("""
+                SELECT o.path, o.queued_at, o.attempts, o.last_error, f.present, f.tag
+                FROM outbox o LEFT JOIN files f ON f.path = o.path
+                WHERE o.last_error IS \(refused ? "NOT NULL" : "NULL")
+                ORDER BY o.queued_at, o.path LIMIT ?
+                """, limit - rows.count) { row in
+                let hasRow = !row.isNull(4)
+                rows.append(PendingRow(path: row.text(0), queuedAt: row.int64(1), attempts: row.int(2), lastError: row.optionalText(3),
+                                       present: hasRow ? row.bool(4) : nil, tag: hasRow ? row.int64(5) : nil))
+            }
         }
         return rows
+    }
+
+    /// Whether the database keeps `root_totals` (one an older sinkid wrote, read without migrating, does not).
+    static func hasRootTotals(_ database: SQLiteDatabase) throws -> Bool {
+        try database.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'root_totals'") != nil
     }
 
     /// Outbox entries in all, and how many of them the server refused.
     public static func counts(_ database: SQLiteDatabase) throws -> (pending: Int, refused: Int) {
         var result = (0, 0)
-        try database.query("SELECT count(*), count(last_error) FROM outbox") { row in result = (row.int(0), row.int(1)) }
+        let sql = try hasRootTotals(database) ? "SELECT coalesce(sum(outbox), 0), coalesce(sum(refused), 0) FROM root_totals"
+            : "SELECT count(*), count(last_error) FROM outbox"
+        try database.query(sql) { row in result = (row.int(0), row.int(1)) }
         return result
     }
 
@@ -60,15 +72,19 @@ public enum StatusQueries {
     /// Outbox entries per root name.
     public static func pendingByRoot(_ database: SQLiteDatabase) throws -> [String: Int] {
         var out: [String: Int] = [:]
-        try database.query("SELECT substr(path, 1, instr(path, '/') - 1), count(*) FROM outbox GROUP BY 1") { row in
-            out[row.text(0)] = row.int(1)
-        }
+        let sql = try hasRootTotals(database) ? "SELECT root, outbox FROM root_totals WHERE outbox > 0"
+            : "SELECT substr(path, 1, instr(path, '/') - 1), count(*) FROM outbox GROUP BY 1"
+        try database.query(sql) { row in out[row.text(0)] = row.int(1) }
         return out
     }
 
     /// Files present below a root and their bytes (directories not counted).
     public static func totals(_ database: SQLiteDatabase, root: String) throws -> (files: Int, bytes: Int64) {
         var result = (0, Int64(0))
+        if try hasRootTotals(database) {
+            try database.query("SELECT files, bytes FROM root_totals WHERE root = ?", root) { row in result = (row.int(0), row.int64(1)) }
+            return result
+        }
         try database.query("SELECT count(*), coalesce(sum(size), 0) FROM files WHERE present = 1 AND kind != 1 AND path >= ? AND path < ?",
                            root + "/", root + "0") { row in result = (row.int(0), row.int64(1)) }
         return result
@@ -77,10 +93,11 @@ public enum StatusQueries {
     /// The root names the database holds paths for, sorted.
     public static func rootNames(_ database: SQLiteDatabase) throws -> [String] {
         var names: [String] = []
-        try database.query("""
+        let sql = try hasRootTotals(database) ? "SELECT root FROM root_totals ORDER BY 1" : """
             SELECT DISTINCT substr(path, 1, instr(path, '/') - 1) FROM
             (SELECT path FROM files UNION SELECT path FROM outbox) ORDER BY 1
-            """) { row in
+            """
+        try database.query(sql) { row in
             let name = row.text(0)
             if !name.isEmpty { names.append(name) }
         }
