@@ -89,7 +89,12 @@ extension Agent {
             let result = try await client.upload(
                 file: source.file.procPath, metadata: TusMetadata(text: [("filename", name)]),
                 resume: source.resume.flatMap(TusUploadState.init(encoded:)),
-                persist: { state in try await replica.saveUpload(held, state: state.encoded) },
+                persist: { state in
+                    // A file changed under its upload is a change to read again, not a failed transfer.
+                    do { try await replica.saveUpload(held, state: state.encoded) } catch let superseded as UploadSuperseded {
+                        throw TusError.fileChanged(path: superseded.path)
+                    }
+                },
                 progress: { [unowned self] done, _ in self.assumeIsolated { $0.transfers.progress(key, done: done) } })
             guard result.sha256 == source.sha256 else {
                 logger.warning("\(quoted(path)) changed while it was uploaded (the bytes sent hash to \(result.sha256?.prefix(16) ?? "?")…); "

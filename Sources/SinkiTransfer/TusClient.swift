@@ -556,7 +556,9 @@ final class UploadRun {
     }
 
     private func failedSave(_ error: any Error) -> TusError {
-        .io(SystemError("saving the upload state", errno: EIO, path: "\(path): \(error)"))
+        // The caller's own verdict (the file changed, say) is passed on as it is.
+        if let error = error as? TusError { return error }
+        return .io(SystemError("saving the upload state", errno: EIO, path: "\(path): \(error)"))
     }
 
     /// Takes the ETag of the answer that finished the upload, when it is a SHA-256 (64 hex digits).
