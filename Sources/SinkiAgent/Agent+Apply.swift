@@ -26,6 +26,9 @@ extension Agent {
         await releaseDownloads(fetched)
         try await noteApplied(report)
         if !report.notApplied.isEmpty { scheduleRetry() }
+        // An apply can queue local changes of its own (a delete that follows a rename, a folder kept,
+        // a conflict copy): a retry or a verify has no pull loop behind it to send them.
+        pumpPush()
     }
 
     /// Keeps remote versions whose content could not be fetched as not applied (a push's conflicts).

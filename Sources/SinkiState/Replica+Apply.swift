@@ -252,6 +252,9 @@ extension Replica {
               try store.outboxEntry(moved) == nil,
               try record.kind != .directory || !store.hasOutbox(below: moved),
               let sourceStat = try? safeRoots[source.root.index].stat(source.relative), sourceRow.matches(sourceStat) else { return nil }
+        // The batch keeps the source at its own path too (a version sent again, or made there anew):
+        // renaming it away would leave that path recorded as present with nothing on disk.
+        if let same = batch[PathKey(moved)], !same.deleted { return nil }
         if record.kind == .directory {
             // Everything in it must be synced, unchanged on disk, and moved by the batch as the same
             // version: a file made or changed here, or one the other side did not know of, stays at its

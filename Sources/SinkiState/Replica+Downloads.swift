@@ -28,6 +28,7 @@ extension Replica {
     public func assetsToFetch(_ records: [Record]) throws -> [AssetFetch] {
         var out: [AssetFetch] = []
         var seen = Set<String>()
+        let batch = Dictionary(records.map { (PathKey($0.path), $0) }, uniquingKeysWith: { $0.changeTag >= $1.changeTag ? $0 : $1 })
         for record in records where !record.deleted && record.kind == .file && record.data == nil {
             guard let asset = record.asset, asset.size > 0, !seen.contains(asset.sha256),
                   let recordPath = try? RecordPath(validating: record.path), let path = locate(recordPath),
@@ -40,7 +41,7 @@ extension Replica {
             // Renamed from a path that is here with these bytes: the apply renames it (the same test as
             // its plan), nothing to fetch.
             if record.movedFrom != nil, (try? safeRoots[path.root.index].stat(path.relative)) == .some(nil),
-               try store.outboxEntry(record.path) == nil, try renameSource(for: record, at: path) != nil { continue }
+               try store.outboxEntry(record.path) == nil, try renameSource(for: record, at: path, batch: batch) != nil { continue }
             seen.insert(asset.sha256)
             out.append(AssetFetch(path: record.path, asset: asset, partialPath: downloadPath(asset.sha256) + ".part",
                                   ready: hasDownload(asset)))

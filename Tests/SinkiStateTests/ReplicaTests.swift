@@ -618,6 +618,23 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         #expect(report.toCheck.contains { $0.root.index == 0 && $0.relative == "renamed" })
     }
 
+    /// Fault suite seed 606: one batch renames `work/keep.txt` away and also keeps a version at
+    /// `work/keep.txt` (its sender's delete there lost and the version went again). Renaming the file
+    /// and adopting that version at the old path would record the old path as present with nothing there.
+    @Test func aRenameSourceTheSameBatchKeepsLiveIsCopiedNotRenamedAway() async throws {
+        let fixture = try Fixture()
+        let tag = try await syncedWork(fixture)
+        var renamed = remote("Saves/moved.txt", "kept", tag: tag + 1)
+        renamed.movedFrom = "Saves/work/keep.txt"
+        let again = remote("Saves/work/keep.txt", "kept", tag: tag + 2)
+        let report = try await fixture.replica.apply([renamed, again], token: nil)
+        #expect(report.notApplied.isEmpty)
+        #expect(fixture.read("moved.txt") == "kept")
+        #expect(fixture.read("work/keep.txt") == "kept")
+        let row = try #require(try await fixture.replica.knownFile("Saves/work/keep.txt"))
+        #expect(row.present && row.tag == tag + 2)
+    }
+
     @Test func aFileWrittenHereBeforeTheRenameArrivesStaysWhereItWasWritten() async throws {
         let fixture = try Fixture()
         let tag = try await syncedWork(fixture)
