@@ -23,6 +23,20 @@ import Testing
         }
     }
 
+    /// A refused request's body is read before the answer, so the connection is not reset under the
+    /// client with the answer in flight (an agent then took a 401 or a 429 for a dead server), and the
+    /// connection stays usable.
+    @Test func aRefusedRequestWithABodyIsAnsweredWholeOnAConnectionThatStaysOpen() throws {
+        let fixture = try ServerFixture(tokens: Self.tokens)
+        let connection = try fixture.connect()
+        let body = ModifyRequest(records: [fileRecord("S/refused", randomBytes(200_000))]).jsonBytes
+        try connection.send("POST", "/v1/records/modify", headers: [("Authorization", "Bearer nope"), ("Content-Type", "application/json")], body: body)
+        let refused = try connection.receive(timeout: 5)
+        #expect(refused.status == 401)
+        try connection.send("GET", "/v1/changes", headers: [("Authorization", "Bearer alice-laptop-token")])
+        #expect(try connection.receive(timeout: 5).status == 200)
+    }
+
     @Test func usersDoNotSeeEachOthersRecords() throws {
         let fixture = try ServerFixture(tokens: Self.tokens)
         let alice = try fixture.modify([fileRecord("S/secret", "alice's")], token: "alice-laptop-token")

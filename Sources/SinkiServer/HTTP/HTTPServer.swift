@@ -249,7 +249,8 @@ final class HTTPServer: Sendable {
         }
         if case let .buffer(limit) = context.policy, let length = request.contentLength {
             guard length <= limit else {
-                return refuse(context, connection, Problem(.tooLarge, detail: "the body is \(length) bytes; \(context.path) takes at most \(limit)"))
+                return refuse(context, connection, Problem(.tooLarge, detail: "the body is \(length) bytes; \(context.path) takes at most \(limit)"),
+                              readBody: false)
             }
             context.body.reserveCapacity(length)
         }
@@ -261,14 +262,24 @@ final class HTTPServer: Sendable {
     /// Refuses a request whose headers were enough to decide. A request without a body is answered in
     /// the final call, which keeps the connection open for the next one; one with a body is answered
     /// now, so that libmicrohttpd drops the body unread and closes the connection after the answer.
-    private func refuse(_ context: RequestContext, _ connection: Connection, _ error: any Error) -> MHD_Result {
-        let hasBody = (connection.header("Content-Length").flatMap { Int($0) } ?? 0) > 0 || connection.header("Transfer-Encoding") != nil
-        guard hasBody else {
+    /// Refuses the request. `readBody` false: answered before any of the body is read, whatever its
+    /// size (a body declared over the route's limit is never taken in).
+    private func refuse(_ context: RequestContext, _ connection: Connection, _ error: any Error, readBody: Bool = true) -> MHD_Result {
+        let length = connection.header("Content-Length").flatMap { Int($0) } ?? 0
+        // A body of known, modest size is read and dropped before the answer: answered at once, the
+        // connection is closed with the body unread, the kernel resets it, and the client (still
+        // sending, or about to read) may lose the answer to the reset, seeing a dead server where a
+        // 429 or a 401 was said. Larger or chunked bodies are answered at once, the connection closed.
+        let answerAtOnce = length > 0 && !readBody || length > Self.refusedBodyReadLimit || connection.header("Transfer-Encoding") != nil
+        guard answerAtOnce else {
             context.refusal = error
             return MHD_Result.YES
         }
         return answer(context, connection, error: error, headers: context.refusalHeaders)
     }
+
+    /// The largest body of a refused request that is read (and dropped) so its answer arrives whole.
+    static let refusedBodyReadLimit = 8 << 20
 
     /// A chunk of the body.
     private func receive(_ context: RequestContext, _ chunk: UnsafeRawBufferPointer) {
