@@ -131,15 +131,29 @@ extension Replica {
             }
         }
         unwatchedDirectories[root].formUnion(outcome.unwatched)
+        // Taken now, so the walk's entries (every path found) are not kept alive while chunks are absorbed.
+        report.seen = walk.entries.count
+        report.watchLimitHit = outcome.watchLimitHit
+        report.unwatched = outcome.unwatched.count
         // Parents before children, and gone paths deepest first, across the whole walk; then in
         // chunks, each its own transaction, so that pushing starts while the rest is still hashed
         // (other calls may run between chunks).
-        let present = observations.filter { $0.stat != nil }.sorted { $0.path < $1.path }
-        let gone = observations.filter { $0.stat == nil }.sorted { $0.path.utf8.count > $1.path.utf8.count }
+        // Sorted in place, not filtered into copies: on a first scan of a million files each copy of
+        // the observations was some 300 MB.
+        observations.sort { a, b in
+            switch (a.stat != nil, b.stat != nil) {
+            case (true, false): true
+            case (false, true): false
+            case (true, true): a.path < b.path
+            case (false, false): a.path.utf8.count > b.path.utf8.count
+            }
+        }
+        let ordered = observations
+        observations = []
         // Known before any chunk is absorbed, so a file renamed while the agent was not looking is
         // matched with its old path whichever chunk each lands in.
-        for observation in gone { if let row = observation.known { rememberGone(row) } }
-        let ordered = present + gone
+        let firstGone = ordered.firstIndex { $0.stat == nil } ?? ordered.endIndex
+        for observation in ordered[firstGone...] { if let row = observation.known { rememberGone(row) } }
         var start = 0
         while start < ordered.count {
             let end = min(start + Self.chunk, ordered.count)
@@ -150,9 +164,6 @@ extension Replica {
             if part.queued > 0 { progress?(part.queued) }
             if start < ordered.count { await Task.yield() }
         }
-        report.seen = walk.entries.count
-        report.watchLimitHit = outcome.watchLimitHit
-        report.unwatched = outcome.unwatched.count
         return report
     }
 
