@@ -52,13 +52,15 @@ extension Replica {
     public func setInlineLimit(_ limit: Int64) { inlineLimit = limit }
 
     /// Local changes whose content must be uploaded before their record can go: files above the
-    /// inline limit with no finished upload of their current content. Oldest first.
+    /// inline limit with no finished upload of their current content. Oldest first. The walk is over
+    /// large files only (`files_large`): a first sync of a million small ones made each call read the
+    /// whole outbox, once per push, which was nearly all of the agent's time at a million files.
     public func uploadCandidates(limit: Int, excluding: Set<String>) throws -> [String] {
         var out: [String] = []
         try store.database.query("""
-            SELECT o.path FROM outbox o JOIN files f ON f.path = o.path
+            SELECT o.path FROM files f INDEXED BY files_large JOIN outbox o ON o.path = f.path
             LEFT JOIN tus_uploads t ON t.path = o.path AND t.endpoint = ?
-            WHERE o.last_error IS NULL AND f.present = 1 AND f.kind = 0 AND f.size > ? AND f.moved_from IS NULL
+            WHERE f.present = 1 AND f.kind = 0 AND f.size > ? AND o.last_error IS NULL AND f.moved_from IS NULL
               AND (f.tag = 0 OR f.synced_deleted = 1 OR f.synced_sha256 IS NOT f.sha256 OR o.resend = 1)
               AND NOT coalesce(t.state LIKE 'asset %' AND t.sha256 = f.sha256 AND t.size = f.size, 0)
             ORDER BY o.queued_at, o.path LIMIT ?

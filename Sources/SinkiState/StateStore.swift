@@ -25,7 +25,8 @@ public final class StateStore {
         if version >= Self.schemaVersion { return }
         // Every statement is IF NOT EXISTS, so an older database gains what it lacks (3: tus uploads, 4: the apply
         // journal and conflicts, 5: remote changes not applied and the outbox's push-order index, 6: the outbox's
-        // resend flag, added below since a column cannot be added "if not exists", 7: root_totals, counted once when made).
+        // resend flag, added below since a column cannot be added "if not exists", 7: root_totals, counted once when
+        // made, and files_large).
         // Each file row holds two views of a path: what was last seen on disk (present, size, mtime,
         // inode, sha256) and the last version both this agent and the server agreed on (tag,
         // synced_*). A pending local change is a row whose two views differ, listed in outbox.
@@ -47,6 +48,9 @@ public final class StateStore {
                 moved_from TEXT
             ) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS files_moved_from ON files(moved_from) WHERE moved_from IS NOT NULL;
+            -- Upload candidates are looked for among files by size (only those over the inline limit
+            -- are visited), never by walking the outbox, which at a first sync holds every file.
+            CREATE INDEX IF NOT EXISTS files_large ON files(size) WHERE present = 1 AND kind = 0;
             CREATE TABLE IF NOT EXISTS outbox(
                 path TEXT PRIMARY KEY,
                 queued_at INTEGER NOT NULL,
