@@ -96,6 +96,8 @@ extension Agent {
     func sayIfUpToDate() async {
         guard caughtUp, !stopping, !saidUpToDate, let replica else { return }
         if await replica.isSettled {
+            // Another call may have said it while this one waited for the replica.
+            guard !saidUpToDate else { return }
             saidUpToDate = true
             if let run = pushRun, run.sent > 0 {
                 let seconds = Double(Clock.monotonic() - run.startedAt) / 1e9
