@@ -327,7 +327,15 @@ extension Replica {
                 // server has it as it is (its own record in this batch, if any, takes the entry back out;
                 // one that comes later meets it as the same content). An entry already queued stays:
                 // its push may be in flight.
-                if row.hasLocalChange { try store.enqueue(path) }
+                if row.hasLocalChange {
+                    try store.enqueue(path)
+                } else if let existing, existing.tag > 0, try store.outboxEntry(path) != nil {
+                    // Made again over this agent's own tombstone, not yet accepted (the folder was
+                    // removed or renamed away here). Devices that followed that rename moved the folder
+                    // away too and wait for the tombstone, which will now never be sent: the folder
+                    // goes once more as a new version instead (the fault suite's seed 904).
+                    try store.enqueue(path, resend: true)
+                }
             }
         }
     }

@@ -221,6 +221,28 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         #expect(await fixture.replica.pendingCount == 0)
     }
 
+    /// The fault suite's seed 904: this agent removed (renamed away) a synced folder, and before its
+    /// tombstone went a remote file landed in it, so the apply made the folder again. Devices that
+    /// followed the rename moved the folder away and wait for that tombstone, which now never comes:
+    /// the folder must go to the server once more as a new version, or they lack it for good.
+    @Test func aFolderMadeAgainOverAQueuedTombstoneIsSentAgain() async throws {
+        let fixture = try Fixture()
+        try fixture.write("keeper.txt", "keeps the root from looking emptied")
+        _ = try await fixture.replica.apply([Record(path: "Saves/x", type: Record.directoryType, changeTag: 1),
+                                             Record(path: "Saves/x/d", type: Record.directoryType, changeTag: 2)], token: nil)
+        try FileManager.default.removeItem(atPath: fixture.root + "/x/d")
+        _ = try await fixture.replica.check(root: 0, paths: ["x/d"])
+        #expect(await fixture.replica.pendingCount == 1, "the folder's tombstone is queued")
+        let report = try await fixture.replica.apply([remote("Saves/x/d/f.save", "made before the rename was heard of", tag: 3)], token: nil)
+        #expect(report.notApplied.isEmpty && fixture.read("x/d/f.save") != nil, "the file wins over the delete of its folder")
+        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        let again = try #require(batch.first { $0.record.path == "Saves/x/d" }, "the folder made again goes once more")
+        #expect(!again.record.deleted && again.record.type == Record.directoryType && again.record.baseTag == 2)
+        var tag: Int64 = 3
+        _ = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
+        #expect(await fixture.replica.pendingCount == 0)
+    }
+
     @Test func aMergeResultIsWrittenAndQueuedBasedOnTheRemoteVersion() async throws {
         let fixture = try Fixture()
         try await fixture.rules("*.txt", .union)
