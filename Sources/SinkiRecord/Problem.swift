@@ -89,6 +89,8 @@ public struct ProblemKind: Sendable, Equatable {
     public static let tooLarge = ProblemKind(code: "too-large", title: "The request body is too large", status: 413)
     public static let unsupportedMediaType = ProblemKind(code: "unsupported-media-type", title: "The content type is not accepted here", status: 415)
     public static let moveSourceGone = ProblemKind(code: "move-source-gone", title: "A move's source record is gone or holds other content; send the content", status: 409)
+    public static let chunksMissing = ProblemKind(code: "chunks-missing", title: "The manifest names chunks the server does not hold; upload them", status: 409)
+    public static let chunkIntact = ProblemKind(code: "chunk-intact", title: "The chunk's bytes match its name; it was kept", status: 409)
     // tus (docs/protocol.md, "Uploads"):
     public static let uploadFinal = ProblemKind(code: "upload-final", title: "A final (concatenated) upload takes no PATCH", status: 403)
     public static let offsetMismatch = ProblemKind(code: "offset-mismatch", title: "Upload-Offset is not where the upload stands", status: 409)

@@ -1,14 +1,42 @@
-/// A large file's content, uploaded separately (tus) and referenced from its record.
+/// One content-defined chunk of a large file: the SHA-256 of its bytes (64 lowercase hex digits) and
+/// its size. Chunks are held per user on the server, named by their hash (docs/chunking.md).
+public struct ChunkRef: Sendable, Hashable {
+    public var sha256: String
+    public var size: Int64
+
+    public init(sha256: String, size: Int64) {
+        self.sha256 = sha256
+        self.size = size
+    }
+}
+
+/// A large file's content, uploaded separately and referenced from its record. Two forms:
+///
+/// - a **manifest** (`chunks` set): the file is its chunks in order; `id` and `sha256` are both the
+///   manifest's hash (docs/chunking.md, "Manifests"), and `GET /v1/assets/ID` serves the file whole;
+/// - a finished **tus upload** (`chunks` nil): `id` is the upload's id, `sha256` the file's SHA-256.
+///   Records saved before chunking carry this form; agents still read them.
 public struct Asset: Sendable, Equatable {
     public var id: String
     public var size: Int64
     public var sha256: String
+    /// The manifest: ordered chunks whose sizes add up to `size`; nil for an upload asset.
+    public var chunks: [ChunkRef]?
 
-    public init(id: String, size: Int64, sha256: String) {
+    public init(id: String, size: Int64, sha256: String, chunks: [ChunkRef]? = nil) {
         self.id = id
         self.size = size
         self.sha256 = sha256
+        self.chunks = chunks
     }
+
+    /// A manifest asset: its id is its hash.
+    public init(manifestHash: String, chunks: [ChunkRef]) {
+        self.init(id: manifestHash, size: chunks.reduce(0) { $0 + $1.size }, sha256: manifestHash, chunks: chunks)
+    }
+
+    /// Whether the content is a manifest of chunks (else one tus upload).
+    public var isManifest: Bool { chunks != nil }
 }
 
 /// What a record stands for on disk, read from its `type`.

@@ -8,6 +8,10 @@ public enum Routes {
     public static let uploads = "/v1/uploads/"
     /// An asset's bytes: this followed by its id.
     public static let assets = "/v1/assets/"
+    /// A chunk's bytes (`GET`, this followed by its SHA-256), or a report that they are damaged (`DELETE`).
+    public static let chunks = "/v1/chunks/"
+    /// Which of a list of chunks the server lacks (`POST`).
+    public static let missingChunks = "/v1/chunks/missing"
     /// Minting a narrower token (`POST`).
     public static let tokens = "/v1/tokens"
 }
