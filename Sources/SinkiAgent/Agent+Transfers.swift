@@ -1,3 +1,4 @@
+import SinkiLoop
 import SinkiControl
 import SinkiRecord
 import SinkiState
@@ -55,7 +56,8 @@ extension Agent {
         }
     }
 
-    /// Uploads one file (or goes on with its earlier upload) and marks its record ready to push.
+    /// Sends one large file's chunks that the server lacks (going on from an earlier run) and marks
+    /// its record ready to push.
     private func upload(_ path: String) async {
         let key = TransferBook.Key.of(.upload, path)
         defer {
@@ -64,7 +66,7 @@ extension Agent {
             finishIfIdle()
             pumpUploads()
         }
-        guard let replica, let client = tusClient() else { return }
+        guard let replica, let tus = tusClient(), let sync = client else { return }
         let source: UploadSource
         do {
             guard let opened = try await replica.openForUpload(path) else {
@@ -76,69 +78,30 @@ extension Agent {
             logger.error("cannot open \(quoted(path)) to upload it: \(error)")
             return
         }
-        if let stale = source.stale.flatMap(TusUploadState.init(encoded:)) {
-            // An upload of content this path no longer has.
-            for url in stale.parts.map(\.url) + (stale.url.map { [$0] } ?? []) {
-                do { try await client.terminate(url) } catch { logger.debug("terminating \(url): \(error)") }
-            }
-        }
         transfers.moving[key] = TransferBook.Moving(direction: .upload, total: source.size)
-        let name = path.split(separator: "/").last.map(String.init) ?? path
-        let held = source
         do {
-            let result = try await client.upload(
-                file: source.file.procPath, metadata: TusMetadata(text: [("filename", name)]),
-                resume: source.resume.flatMap(TusUploadState.init(encoded:)),
-                persist: { state in
-                    // A file changed under its upload is a change to read again, not a failed transfer.
-                    do { try await replica.saveUpload(held, state: state.encoded) } catch let superseded as UploadSuperseded {
-                        throw TusError.fileChanged(path: superseded.path)
-                    }
-                },
-                progress: { [unowned self] done, _ in self.assumeIsolated { $0.transfers.progress(key, done: done) } })
-            guard result.sha256 == source.sha256 else {
-                logger.warning("\(quoted(path)) changed while it was uploaded (the bytes sent hash to \(result.sha256?.prefix(16) ?? "?")…); "
-                    + "uploading it again once it is read")
-                do { try await client.terminate(result.url) } catch { logger.debug("terminating \(result.url): \(error)") }
-                try? await replica.dropUpload(path)
-                // Read whatever the stat says: a file rewritten within one clock tick keeps its stat.
+            let sent = try await ChunkSender(tus: tus, sync: sync, replica: replica, source: source, width: max(1, configuration.transfer.parallel),
+                                             progress: { [unowned self] read, new in
+                                                 self.assumeIsolated { $0.transfers.progress(key, done: read, new: new) }
+                                             }).run()
+            connected()
+            let resumed = source.resume.map { " (resumed at \(HumanUnits.bytes($0.offset)))" } ?? ""
+            logger.info("uploaded \(quoted(path)): \(HumanUnits.bytes(source.size)) in \(sent.chunks) chunk(s), \(HumanUnits.bytes(sent.bytes)) of them new\(resumed)")
+            transfers.failed[key] = nil
+            failedUploadAttempts[key] = nil
+            if sent.recordWaits { pumpPush() }
+        } catch {
+            if stopping || control.paused || Task.isCancelled { return }
+            if error is UploadSuperseded || error is ChunkReadError {
+                // The file changed under the upload: read it again (its chunks already sent stay on the server).
+                logger.info("\(quoted(path)) changed while it was uploaded; reading it again")
                 try? await replica.distrustStat(path)
                 lookAgain(path)
                 return
             }
-            guard let id = result.url.split(separator: "/").last.map(String.init), !id.isEmpty else {
-                throw TusError.protocolViolation(url: result.url, detail: "the upload's URL names no id")
-            }
-            try await replica.uploadFinished(source, assetID: id)
-            connected()
-            logger.info("uploaded \(quoted(path)): \(result.size) bytes, \(result.bytesSent) sent now\(result.resumed ? " (resumed)" : "")")
-            transfers.failed[key] = nil
-            failedUploadAttempts[key] = nil
-            pumpPush()
-        } catch {
-            if stopping || control.paused || Task.isCancelled { return }
-            if let row = try? await replica.knownFile(path), !row.present || row.sha256 != source.sha256 {
-                // Changed meanwhile: the new content gets its own upload once it is hashed.
-                logger.info("\(quoted(path)) changed while it was uploaded; uploading it again once it is read")
-                return
-            }
-            if error is UploadSuperseded {
-                // The file changed under the upload before its new content was hashed: read it again.
-                logger.info("\(quoted(path)) changed while it was uploaded; reading it again")
-                lookAgain(path)
-                return
-            }
-            if let error = error as? TusError {
-                var changed = false
-                if case .fileChanged = error { changed = true }
-                if case .transfer(.bodyShrank) = error { changed = true }
-                if changed {
-                    logger.info("\(quoted(path)) changed while it was uploaded (\(error)); reading it again")
-                    lookAgain(path)
-                    return
-                }
-                if Self.serverUnreachable(error) { disconnected(error); return }
-            }
+            if let error = error as? TusError, Self.serverUnreachable(error) { disconnected(error); return }
+            if case .transport? = error as? SyncError { disconnected(error); return }
+            if let error = error as? SyncError, noteAccess(error) { return }
             let attempts = (failedUploadAttempts[key] ?? 0) + 1
             failedUploadAttempts[key] = attempts
             transfers.failed[key] = TransferBook.Failure(direction: .upload, total: source.size, reason: "\(error)", attempts: attempts)
@@ -248,6 +211,7 @@ extension Agent {
     /// against its size and SHA-256; a mismatch is downloaded again, never kept. Returns why it failed
     /// after its last attempt; throws when the server is out of reach or the agent stops.
     private func download(_ fetch: AssetFetch) async throws -> ApplyFailure? {
+        if fetch.asset.isManifest { return try await rebuild(fetch) }
         guard let replica, let client = tusClient() else { throw CancellationError() }
         let key = TransferBook.Key.of(.download, fetch.path)
         let size = fetch.asset.size
@@ -276,6 +240,57 @@ extension Agent {
             return ApplyFailure.from(error)
         }
         return nil
+    }
+
+    /// Builds a manifest asset's file in the state folder: chunks already on this machine are copied
+    /// (each checked), the rest downloaded (each checked), `[transfer] parallel` at once. Returns why
+    /// it failed; throws when the server is out of reach or the agent stops.
+    private func rebuild(_ fetch: AssetFetch) async throws -> ApplyFailure? {
+        guard let replica, let sync = client else { throw CancellationError() }
+        let asset = fetch.asset
+        let key = TransferBook.Key.of(.download, fetch.path)
+        guard let chunks = asset.chunks else { return ApplyFailure(.invalid, "bug: a manifest asset without chunks") }
+        if let problem = ContentID.manifestProblem(chunks.map { ($0.sha256, $0.size) }, size: asset.size, hash: asset.sha256) {
+            return ApplyFailure(.invalid, "the manifest of \(quoted(fetch.path)) is not valid: \(problem)")
+        }
+        transfers.moving[key] = TransferBook.Moving(direction: .download, total: asset.size)
+        defer { transfers.moving[key] = nil }
+        do {
+            let assembler = try await replica.assembler(for: asset)
+            // An earlier run's chunks are read back and checked: a kill may have lost what the page cache held.
+            try await Blocking.run { assembler.recheck() }
+            let wanted = assembler.missing.map { chunks[$0] }
+            if !wanted.isEmpty {
+                let (sources, places) = try await replica.chunkSources(for: wanted)
+                if !sources.isEmpty { _ = try await Blocking.run { assembler.copyLocal(from: sources, places: places) } }
+            }
+            let local = assembler.bytesInPlace
+            transfers.progress(key, done: local, new: 0)
+            var names: [String] = []
+            var seen = Set<String>()
+            for index in assembler.missing where seen.insert(chunks[index].sha256).inserted { names.append(chunks[index].sha256) }
+            var received: Int64 = 0
+            let outcome = try await ChunkFetcher(sync: sync, assembler: assembler, width: max(1, configuration.transfer.parallel))
+                .run(names) { bytes in
+                    received += bytes
+                    transfers.progress(key, done: assembler.bytesInPlace, new: received)
+                }
+            if let failure = outcome.failure {
+                transfers.failed[key] = TransferBook.Failure(direction: .download, total: asset.size, reason: failure.message)
+                logger.error("download of \(quoted(fetch.path)) failed: \(failure.message); tried again later (or now with sinkid retry)")
+                return failure
+            }
+            try await Blocking.run { try assembler.finish() }
+            logger.debug("built \(quoted(fetch.path)): \(HumanUnits.bytes(asset.size)) from \(HumanUnits.bytes(local)) here and \(HumanUnits.bytes(received)) downloaded")
+            return nil
+        } catch let error as SyncError {
+            if case .transport = error { disconnected(error) }
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            return ApplyFailure.from(error)
+        }
     }
 
     // MARK: Control

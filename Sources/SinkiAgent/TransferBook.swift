@@ -11,6 +11,8 @@ struct TransferBook {
         var direction: TransferStatus.Direction
         var total: Int64
         var done: Int64 = 0
+        /// For a file sent as chunks: the bytes of chunks the server lacked, sent so far (the rest it held).
+        var new: Int64?
         /// Where the rate is measured from: the first progress of this run (a resumed transfer's
         /// earlier bytes do not count).
         var since: (at: Int64, done: Int64)?
@@ -50,9 +52,10 @@ struct TransferBook {
         static func path(of key: String) -> String { String(key[key.index(after: key.firstIndex(of: ":")!)...]) }
     }
 
-    mutating func progress(_ key: String, done: Int64) {
+    mutating func progress(_ key: String, done: Int64, new: Int64? = nil) {
         guard var entry = moving[key] else { return }
         entry.done = min(entry.total, max(0, done))
+        if let new { entry.new = new }
         if entry.since == nil { entry.since = (Clock.monotonic(), entry.done) }
         moving[key] = entry
     }
@@ -66,7 +69,7 @@ struct TransferBook {
                 rate = Double(entry.done - since.done) / (Double(now - since.at) / 1e9)
             }
             out.append(TransferStatus(path: Key.path(of: key), direction: entry.direction, done: entry.done, total: entry.total,
-                                      rate: max(0, rate)))
+                                      rate: max(0, rate), newBytes: entry.new))
         }
         for (key, failure) in failed.sorted(by: { $0.key < $1.key }) {
             out.append(TransferStatus(path: Key.path(of: key), direction: failure.direction, done: 0, total: failure.total, rate: 0,

@@ -112,7 +112,8 @@ struct StatusRenderer {
         return out.joined(separator: "\n")
     }
 
-    /// `↑ path  [#####.....] 45%  12.0 MiB of 26.7 MiB  3.1 MiB/s  5s left` (the bar only on a terminal).
+    /// `↑ path  [#####.....] 45%  12.0 MiB of 26.7 MiB (1.0 MiB new)  3.1 MiB/s  5s left` (the bar only on a terminal;
+    /// "new" for a file moving as chunks: the bytes of those the other end lacked).
     func render(_ transfer: TransferStatus) -> String {
         let arrow = transfer.direction == .upload ? "↑" : "↓"
         let fraction = transfer.total > 0 ? min(1, Double(transfer.done) / Double(transfer.total)) : 0
@@ -122,6 +123,8 @@ struct StatusRenderer {
             line += "[" + tint(String(repeating: "█", count: filled), .green) + String(repeating: "·", count: barWidth - filled) + "] "
         }
         line += "\(Int((fraction * 100).rounded(.down)))%  \(Format.bytes(transfer.done)) of \(Format.bytes(transfer.total))"
+        // A file moving as chunks sends only what the other end lacks.
+        if let new = transfer.newBytes { line += " (\(Format.bytes(new)) new)" }
         if let failed = transfer.failed {
             return line + "  " + tint("failed: \(failed)", .red) + " (sinkid retry)"
         }

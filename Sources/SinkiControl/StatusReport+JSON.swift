@@ -142,14 +142,14 @@ extension TransferStatus {
     var json: JSONValue {
         .object([("path", .string(path)), ("direction", .string(direction.rawValue)), ("done", .int(done)), ("total", .int(total)),
                  ("rate", .double(rate)), ("eta", secondsLeft.map { .double(($0 * 10).rounded() / 10) } ?? .null),
-                 ("failed", .optional(failed))])
+                 ("failed", .optional(failed)), ("new", newBytes.map { .int($0) } ?? .null)])
     }
 
     init(_ fields: JSONFields) throws(ControlError) {
         let text = try fields.string("direction")
         guard let direction = Direction(rawValue: text) else { throw fields.fail("direction", "unknown direction \(quoted(text))") }
         self.init(path: try fields.string("path"), direction: direction, done: try fields.int("done"), total: try fields.int("total"),
-                  rate: try fields.double("rate"), failed: try fields.optionalString("failed"))
+                  rate: try fields.double("rate"), failed: try fields.optionalString("failed"), newBytes: try fields.optionalInt("new"))
     }
 }
 

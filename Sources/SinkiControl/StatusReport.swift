@@ -235,14 +235,18 @@ public struct TransferStatus: Sendable, Equatable {
     public var rate: Double
     /// Why it failed, after the last attempt (then it waits for `sinkid retry`).
     public var failed: String?
+    /// For a file that moves as chunks: the bytes of the chunks the other end lacked, moved so far
+    /// (the rest it held already): "12 MiB of 1.0 GiB new".
+    public var newBytes: Int64?
 
-    public init(path: String, direction: Direction, done: Int64, total: Int64, rate: Double, failed: String? = nil) {
+    public init(path: String, direction: Direction, done: Int64, total: Int64, rate: Double, failed: String? = nil, newBytes: Int64? = nil) {
         self.path = path
         self.direction = direction
         self.done = done
         self.total = total
         self.rate = rate
         self.failed = failed
+        self.newBytes = newBytes
     }
 
     /// Seconds left at the current rate; nil when not moving.

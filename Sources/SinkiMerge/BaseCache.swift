@@ -80,7 +80,7 @@ public final class BaseCache {
     /// `sha256`, when the caller knows it, must match.
     @discardableResult
     public func put(_ bytes: [UInt8], sha256: String? = nil) throws(BaseCacheError) -> String? {
-        let hash = Digest.sha256Hex(bytes)
+        let hash = ContentID.of(bytes)
         if let sha256, sha256 != hash { throw BaseCacheError("put: the bytes hash to \(hash), not \(sha256)", nil) }
         if order.contains(hash) {
             touch(hash)
@@ -102,18 +102,25 @@ public final class BaseCache {
     }
 
     /// Keeps the content of the file at `path` (not following a symlink at its end), read once
-    /// while it is hashed; returns its hash, or nil when it alone exceeds the budget.
+    /// while it is named (`ContentID`); returns its name, or nil when it alone exceeds the budget.
     @discardableResult
     public func put(file path: String) throws(BaseCacheError) -> String? {
         let temp = Self.tempPrefix + RandomID.hex(bytes: 8)
         do {
             let input = try FileDescriptor.open(path, flags: O_RDONLY | O_NOFOLLOW)
-            guard try input.stat().size <= limit else { return nil }
+            let expected = try input.stat().size
+            guard expected <= limit else { return nil }
             let output = try FileDescriptor.open(temp, flags: O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600, relativeTo: folder,
                                                  displayPath: directory + "/" + temp)
-            let digest = Digest()
-            let size = try input.copyAll(to: output, hashingInto: digest)
-            let hash = digest.finishHex()
+            var hasher = ContentHasher(expectedSize: expected)
+            let size = try input.copyAll(to: output) { hasher.feed($0) }
+            let named = hasher.finish()
+            // A file that changed size while it was copied is named by what it was meant to be: not kept.
+            guard named.complete else {
+                unlinkat(folder.raw, temp, 0)
+                return nil
+            }
+            let hash = named.id
             if order.contains(hash) || size > limit {
                 unlinkat(folder.raw, temp, 0)
                 if order.contains(hash) { touch(hash) }
@@ -142,7 +149,7 @@ public final class BaseCache {
             remove(sha256)
             return nil
         }
-        guard Digest.sha256Hex(bytes) == sha256 else {
+        guard ContentID.of(bytes) == sha256 else {
             logger.warning("base cache: \(directory)/\(name) does not match its hash (damaged by a crash?); dropping it")
             remove(sha256)
             return nil

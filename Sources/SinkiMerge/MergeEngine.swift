@@ -136,7 +136,7 @@ public struct MergeEngine: Sendable {
 
     /// A three-way rule where only one side differs from the base needs no merge.
     private func trivialOutcome(_ rule: MergeRule, base: [UInt8], local: MergeVersion, remote: MergeVersion) -> MergeOutcome? {
-        let baseHash = Digest.sha256Hex(base), baseSize = Int64(base.count)
+        let baseHash = ContentID.of(base), baseSize = Int64(base.count)
         if local.sha256 == baseHash, local.size == baseSize {
             return MergeOutcome(resolution: .takeRemote(keepLocalCopy: false), decidedBy: rule,
                                 summary: "\(rule.rawValue): only \(remote.device) changed it since the last shared version")

@@ -35,7 +35,7 @@ public struct MergeVersion: Sendable, Equatable {
     /// A version held in memory, its size and hash taken from the bytes.
     public static func bytes(_ bytes: [UInt8], modifiedAt: Int64, device: String) -> MergeVersion {
         MergeVersion(content: .bytes(bytes), size: Int64(bytes.count), modifiedAt: modifiedAt, device: device,
-                     sha256: Digest.sha256Hex(bytes))
+                     sha256: ContentID.of(bytes))
     }
 
     /// A deleted side (a tombstone, or a file deleted here).

@@ -5,7 +5,10 @@ import SinkiSupport
 /// A file's content as read for hashing or sending, with the stat taken around the read.
 public struct FileContent: Sendable {
     public var stat: FileStat
+    /// The content identity (`ContentID`): the SHA-256 of the bytes, or of the manifest above 256 KiB.
     public var sha256: String
+    /// For a file named by its manifest: its chunks (kept by the agent to rebuild later versions).
+    public var chunks: [Chunk]?
     /// The bytes, when the caller asked for them (inline sends).
     public var bytes: [UInt8]?
     /// The file changed while it was read: the hash may mix two versions; read it again later.
@@ -15,7 +18,7 @@ public struct FileContent: Sendable {
     public var busy = false
 }
 
-/// Reads files below a root without following symlinks, hashing as the bytes stream.
+/// Reads files below a root without following symlinks, naming their content (`ContentID`) as the bytes stream.
 public enum ContentReader {
     static let chunk = 1 << 20
 
@@ -23,7 +26,7 @@ public enum ContentReader {
     public static func read(_ root: SafeRoot, _ relative: String, keepBytes: Bool) throws(SafeRootError) -> FileContent {
         if let stat = try root.stat(relative), stat.kind == .symlink {
             let target = try readLink(root, relative)
-            return FileContent(stat: stat, sha256: Digest.sha256Hex(target), bytes: keepBytes ? target : nil, unstable: false)
+            return FileContent(stat: stat, sha256: ContentID.of(target), bytes: keepBytes ? target : nil, unstable: false)
         }
         let file = try root.open(relative, flags: O_RDONLY | O_NOCTTY | O_NONBLOCK)
         let before: FileStat
@@ -34,12 +37,12 @@ public enum ContentReader {
         if beingWritten(file.raw, modifiedAt: before.mtime) {
             return FileContent(stat: before, sha256: "", bytes: nil, unstable: true, busy: true)
         }
-        let digest = Digest()
+        var hasher = ContentHasher(expectedSize: before.size)
         var bytes: [UInt8]?
         do {
             if keepBytes || before.size <= chunk {
                 let all = try file.readAll(sizeHint: Int(before.size))
-                digest.update(all)
+                all.withUnsafeBytes { hasher.feed($0) }
                 if keepBytes { bytes = all }
             } else {
                 let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
@@ -48,7 +51,7 @@ public enum ContentReader {
                 while true {
                     let got = try file.read(into: buffer, at: offset)
                     if got == 0 { break }
-                    digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
+                    hasher.feed(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
                     offset += Int64(got)
                 }
             }
@@ -57,8 +60,9 @@ public enum ContentReader {
         }
         let after: FileStat
         do { after = try file.stat() } catch { throw .system(error) }
-        let unstable = after.size != before.size || after.mtime != before.mtime || after.ctime != before.ctime
-        return FileContent(stat: after, sha256: digest.finishHex(), bytes: bytes, unstable: unstable)
+        let named = hasher.finish()
+        let unstable = after.size != before.size || after.mtime != before.mtime || after.ctime != before.ctime || !named.complete
+        return FileContent(stat: after, sha256: named.id, chunks: named.chunks, bytes: bytes, unstable: unstable)
     }
 
     /// How recently a file open for writing must have changed to count as still being written. A

@@ -416,6 +416,8 @@ extension Replica {
                 if record.kind == .directory || changedMeanwhile { report.toCheck.append(plan.path) }
                 return
             }
+            // The manifest of a large file here is kept: its chunks build the next version.
+            if let asset = record.asset, let chunks = asset.chunks, !record.deleted { try store.saveManifest(asset.sha256, chunks: chunks) }
             if plan.action == .adopt {
                 row.agree(with: record)
                 try store.saveFile(row)
@@ -484,7 +486,7 @@ extension Replica {
     /// The record's content, inflated and checked against its size and hash.
     static func content(of record: Record) throws -> [UInt8] {
         let bytes = try Deflate.decompress(record.data ?? Deflate.compress([]), expectedSize: Int(record.size))
-        let digest = Digest.sha256Hex(bytes)
+        let digest = ContentID.of(bytes)
         guard digest == record.sha256 else {
             throw ContentMismatch(path: record.path, expected: record.sha256, actual: digest)
         }

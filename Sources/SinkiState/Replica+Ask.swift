@@ -149,7 +149,7 @@ extension Replica {
     private func readAside(_ side: ConflictVersion) throws -> [UInt8] {
         guard let copy = side.copy else { throw ResolveError("the version from \(side.device) was not kept aside") }
         let bytes = try FileDescriptor.open(copy, flags: O_RDONLY | O_NOFOLLOW).readAll(sizeHint: Int(clamping: side.size))
-        guard Digest.sha256Hex(bytes) == side.sha256 else {
+        guard ContentID.of(bytes) == side.sha256 else {
             throw ResolveError("\(quoted(copy)) no longer holds the version from \(side.device) (it was changed)")
         }
         return bytes
@@ -176,9 +176,10 @@ extension Replica {
     /// what was read is not the version `sha256` names.
     private func copyLocalAside(_ path: RecordPath, root: Int, relative: String, sha256: String, time: Int64) throws -> String? {
         let source = try safeRoots[root].open(relative, flags: O_RDONLY | O_NOCTTY | O_NONBLOCK)
-        let digest = Digest()
-        let copy = try createAside(path, device: device, time: time) { target in try source.copyAll(to: target, hashingInto: digest) }
-        guard digest.finishHex() == sha256 else {
+        var hasher = ContentHasher(expectedSize: try source.stat().size)
+        let copy = try createAside(path, device: device, time: time) { target in try source.copyAll(to: target) { hasher.feed($0) } }
+        let named = hasher.finish()
+        guard named.complete, named.id == sha256 else {
             unlink(copy)
             return nil
         }

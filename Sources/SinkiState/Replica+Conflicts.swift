@@ -57,10 +57,13 @@ extension Replica {
             let remote = conflict.remote
             guard let path = try? RecordPath(validating: remote.path), let here = locate(path) else { continue }
             let (root, relative) = (here.root.index, here.relative)
-            guard let row = try currentRow(root: root, relative: relative, path: remote.path) else {
+            guard var row = try currentRow(root: root, relative: relative, path: remote.path) else {
                 noLongerLocal.append(remote)
                 continue
             }
+            // A large file is named when its upload reads it; a conflict needs its name now (two
+            // devices that made the same file are no conflict).
+            if row.present, row.kind == .file, row.sha256.isEmpty, let named = try identify(row, root: root, relative: relative) { row = named }
             if row.holds(remote) { continue }
             guard try hasLocalChange(at: remote.path, for: remote, disk: entry(root: root, relative: relative)) else {
                 // The local change went away (undone, or it was only a moment's): no conflict left.
@@ -119,7 +122,7 @@ extension Replica {
                 var content = MergeVersion.Content.none
                 if readsContent, Self.isAssetContent(remote) {
                     // A large file's version was downloaded and checked before its conflict came here.
-                    content = .file(downloadPath(remote.sha256))
+                    content = .file(downloadPath(remote.asset?.sha256 ?? remote.sha256))
                 } else if readsContent {
                     do { content = .bytes(try Self.content(of: remote)) } catch {
                         try keepNotApplied(remote, ApplyFailure.from(error), report: &out.report)
@@ -231,7 +234,7 @@ extension Replica {
                 written.insert(root)
                 var row = item.row
                 row.observe(mergedStat)
-                row.sha256 = Digest.sha256Hex(bytes)
+                row.sha256 = ContentID.of(bytes)
                 basedOn(remote, &row, path: item.path)
                 rows.append(row)
                 agreed.append((remote, local))
@@ -436,5 +439,23 @@ extension Replica {
             return nil
         }
         return nil
+    }
+}
+
+extension Replica {
+    /// Reads a file not yet named (a large one waiting for its upload) and records its content
+    /// identity, if it is still the file the row describes; nil when it changed or cannot be read.
+    func identify(_ row: KnownFile, root: Int, relative: String) throws -> KnownFile? {
+        guard let content = try? ContentReader.read(safeRoots[root], relative, keepBytes: false), !content.unstable, !content.busy,
+              row.matches(content.stat) else { return nil }
+        var named = row
+        named.sha256 = content.sha256
+        try store.transaction {
+            if let chunks = content.chunks {
+                try store.saveManifest(content.sha256, chunks: chunks.map { ChunkRef(sha256: Hex.encode($0.sha256), size: Int64($0.length)) })
+            }
+            try store.saveFile(named)
+        }
+        return named
     }
 }

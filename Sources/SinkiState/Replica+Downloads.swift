@@ -79,7 +79,44 @@ extension Replica {
     /// Whether the record's bytes can be written now: inline, or an asset downloaded and checked.
     func hasContent(_ record: Record) -> Bool {
         if record.data != nil || record.size == 0 { return true }
-        if let asset = record.asset { return asset.sha256 == record.sha256 && hasDownload(asset) }
+        if let asset = record.asset { return (asset.isManifest || asset.sha256 == record.sha256) && hasDownload(asset) }
         return false
+    }
+}
+
+extension Replica {
+    /// The local files holding chunks of `chunks`, opened below their roots, and for each chunk name
+    /// found the source and offset to copy it from: a new version is built from these first, and only
+    /// the rest is downloaded. Files that no longer match the database are not offered.
+    public func chunkSources(for chunks: [ChunkRef]) throws -> (sources: [ChunkSource], places: [String: (source: Int, offset: Int64)]) {
+        let found = try store.places(of: chunks.map(\.sha256))
+        var sources: [ChunkSource] = []
+        var byManifest: [String: Int?] = [:]
+        var places: [String: (source: Int, offset: Int64)] = [:]
+        for (name, place) in found {
+            if byManifest[place.manifest] == nil { byManifest[place.manifest] = try openHolder(of: place.manifest, into: &sources) }
+            if let index = byManifest[place.manifest] ?? nil { places[name] = (index, place.offset) }
+        }
+        return (sources, places)
+    }
+
+    /// Opens a present file whose content is manifest `id` and which is still what the database says;
+    /// returns its index in `sources`.
+    private func openHolder(of id: String, into sources: inout [ChunkSource]) throws -> Int? {
+        for row in try store.holders(of: id) {
+            guard let path = try? RecordPath(validating: row.path), let local = locate(path),
+                  let file = try? safeRoots[local.root.index].open(local.relative, flags: O_RDONLY | O_NOCTTY | O_NONBLOCK),
+                  let held = try? withExtendedLifetime(file, { () throws(SystemError) in try HeldFile(duplicating: file.raw) }),
+                  let stat = try? held.stat(), row.matches(stat) else { continue }
+            sources.append(ChunkSource(file: held, expect: stat))
+            return sources.count - 1
+        }
+        return nil
+    }
+
+    /// The assembler of a manifest asset's download (going on from what an earlier run placed).
+    public func assembler(for asset: Asset) throws -> ChunkAssembler {
+        if mkdir(downloadsDirectory, 0o700) != 0 && errno != EEXIST { throw SystemError("mkdir", errno: errno, path: downloadsDirectory) }
+        return try ChunkAssembler(id: asset.sha256, chunks: asset.chunks ?? [], directory: downloadsDirectory)
     }
 }

@@ -280,9 +280,13 @@ extension Replica {
                 rememberGone(row)
             }
         }
-        let toHash = observations.indices.filter { observations[$0].stat.map { $0.kind != .directory } ?? false }
-        let safeRoots = self.safeRoots
         let inlineLimit = self.inlineLimit
+        // A file sent as chunks is not read here: its upload reads it once, cutting and hashing chunks
+        // as it sends them, and names its content when the last chunk is cut (docs/chunking.md).
+        let deferred = observations.indices.filter { observations[$0].stat.map { $0.kind == .file && $0.size > inlineLimit } ?? false }
+        let deferredSet = Set(deferred)
+        let toHash = observations.indices.filter { !deferredSet.contains($0) && (observations[$0].stat.map { $0.kind != .directory } ?? false) }
+        let safeRoots = self.safeRoots
         let jobs = toHash.map { (observations[$0].root, observations[$0].relative, observations[$0].stat!.size <= inlineLimit) }
         // Small files are compressed in the same pass: the push that follows then reads nothing.
         let contents: [Result<(FileContent, [UInt8]?), SafeRootError>] = Blocking.map(jobs) { job in
@@ -296,6 +300,10 @@ extension Replica {
         report.hashed = contents.count
         var hashes: [Int: FileContent] = [:]
         var compressed: [Int: [UInt8]] = [:]
+        for index in deferred {
+            guard let stat = observations[index].stat else { continue }
+            hashes[index] = FileContent(stat: stat, sha256: "", bytes: nil, unstable: false)
+        }
         for (offset, index) in toHash.enumerated() {
             switch contents[offset] {
             case let .success((content, _)) where content.busy:
@@ -326,10 +334,16 @@ extension Replica {
                         if row.sha256 != content.sha256 { row.movedFrom = nil }
                         row.observe(content.stat)
                         row.sha256 = content.sha256
-                        if !wasPresent, stat.kind == .file, let source = takeGone(sha256: content.sha256, size: content.stat.size),
-                           try renameCandidateStillGone(source) {
+                        if !wasPresent, stat.kind == .file, !content.sha256.isEmpty,
+                           let source = takeGone(sha256: content.sha256, size: content.stat.size), try renameCandidateStillGone(source) {
                             // Same size and hash as a file that just vanished: renamed, without the cookie pair.
                             row.movedFrom = source
+                        } else if !wasPresent, content.sha256.isEmpty, let gone = takeGone(inode: stat.inode, size: stat.size),
+                                  try renameCandidateStillGone(gone.path) {
+                            // A large file is not read: the same inode and size as one that just vanished
+                            // is that file renamed, with the content it had there.
+                            row.sha256 = gone.sha256
+                            row.movedFrom = gone.path
                         }
                         row.type = stat.kind == .symlink ? Record.symlinkType : typeFor(observation.path)
                     } else {

@@ -19,6 +19,8 @@ public struct AcknowledgeReport: Sendable {
     public var refused: [String] = []
     /// Renames the server refused because their source no longer holds the content there: (path, source).
     public var movesWithoutSource: [(path: String, source: String)] = []
+    /// Large files whose chunks the server lacked: uploaded again, then pushed.
+    public var reupload: [String] = []
     public init() {}
 }
 
@@ -308,7 +310,7 @@ extension Replica {
                     row.movedFrom = nil
                     try store.saveFile(row)
                     // The record names the upload now: it is no longer in flight.
-                    if outgoing.record.asset != nil { try store.removeTusUpload(path: path, endpoint: uploadEndpoint) }
+                    if outgoing.record.asset != nil { try store.removeChunkUpload(path) }
                     agreed.append(saved)
                     if row.hasLocalChange {
                         // Changed again while in flight: the newer change stays queued (queued again if
@@ -325,11 +327,17 @@ extension Replica {
                     // The server no longer has the source's content: deleted there (the delete then
                     // follows the rename) or changed (the bytes go next time). The agent asks which.
                     if let source = outgoing.record.movedFrom { report.movesWithoutSource.append((path, source)) }
+                case .refused where result.problem?.code == ProblemKind.chunksMissing.code:
+                    // The server lacks chunks the manifest names (removed as unreferenced while the record
+                    // waited, say): the upload runs again and sends what is missing; the entry stays queued.
+                    logger.info("the server lacks chunks of \(quoted(path)); uploading them again")
+                    try store.removeChunkUpload(path)
+                    report.reupload.append(path)
                 case .refused:
                     let reason = result.problem?.description ?? "refused"
                     logger.error("server refused \(quoted(path)): \(reason)")
                     // An asset the server does not take (its upload expired, say) is uploaded anew on retry.
-                    if outgoing.record.asset != nil { try store.removeTusUpload(path: path, endpoint: uploadEndpoint) }
+                    if outgoing.record.asset != nil { try store.removeChunkUpload(path) }
                     try store.refuse(path, reason: reason)
                     report.refused.append(path)
                 }

@@ -2,21 +2,18 @@ import Glibc
 import SinkiRecord
 import SinkiSupport
 
-/// A file opened below its root for a tus upload, with what the database knew of it then.
+/// A large file opened below its root for its chunked upload, with what the database knew of it then.
 public struct UploadSource: Sendable {
     public var path: String
-    /// The open file: the upload reads this inode through `/proc/self/fd`, never the path again, so a
-    /// symlink swapped into the path cannot make it send something outside the root.
+    /// The open file: the upload reads this inode, never the path again, so a symlink swapped into
+    /// the path cannot make it send something outside the root.
     public var file: HeldFile
-    public var size: Int64
-    public var mtime: Int64
-    public var inode: UInt64
-    /// The scan's hash: what the bytes sent must hash to.
-    public var sha256: String
-    /// Where an earlier run's upload of this same content stands (`TusUploadState.encoded`), to resume.
-    public var resume: String?
-    /// An earlier upload for other content of this path: the caller terminates it on the server.
-    public var stale: String?
+    /// The file when it was opened: its identity for resuming (size, mtime, ctime, inode).
+    public var stat: FileStat
+    public var size: Int64 { stat.size }
+    /// Where an earlier run's upload of this same file stands: the chunks already on the server and
+    /// where the next one starts.
+    public var resume: ChunkUploadProgress?
 }
 
 /// A read-only descriptor that can cross actors; closed when the last owner lets go.
@@ -29,8 +26,25 @@ public final class HeldFile: Sendable {
 
     deinit { close(raw) }
 
+    /// Opens `path` (not below a root: the state folder's own files).
+    public static func open(_ path: String, flags: Int32, mode: mode_t = 0o600) throws(SystemError) -> HeldFile {
+        let file = try FileDescriptor.open(path, flags: flags, mode: mode)
+        return try withExtendedLifetime(file) { () throws(SystemError) in try HeldFile(duplicating: file.raw) }
+    }
+
     /// A path that opens this very inode again (what libcurl's body reader is given).
     public var procPath: String { "/proc/self/fd/\(raw)" }
+
+    /// Reads up to `buffer.count` bytes at `offset`; fewer only at the end of the file.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+        var done = 0
+        while done < buffer.count {
+            let got = try syscall("read", path: procPath) { pread(raw, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done)) }
+            if got == 0 { break }
+            done += got
+        }
+        return done
+    }
 
     /// The file as it is now.
     public func stat() throws(SystemError) -> FileStat {
@@ -41,17 +55,13 @@ public final class HeldFile: Sendable {
 }
 
 extension Replica {
-    /// `tus_uploads.state` of an upload that finished and whose bytes hashed to the row's `sha256`:
-    /// `asset ID`. While in flight it holds `TusUploadState.encoded`.
-    static let finishedPrefix = "asset "
-
     /// The tus endpoint uploads go to (rows of other endpoints are not this server's).
     public func useUploadEndpoint(_ endpoint: String) { uploadEndpoint = endpoint }
 
-    /// Files up to `limit` bytes travel inline; larger ones through tus.
+    /// Files up to `limit` bytes travel inline; larger ones as chunks.
     public func setInlineLimit(_ limit: Int64) { inlineLimit = limit }
 
-    /// Local changes whose content must be uploaded before their record can go: files above the
+    /// Local changes whose chunks must be on the server before their record can go: files above the
     /// inline limit with no finished upload of their current content. Oldest first. The walk is over
     /// large files only (`files_large`): a first sync of a million small ones made each call read the
     /// whole outbox, once per push, which was nearly all of the agent's time at a million files.
@@ -59,12 +69,13 @@ extension Replica {
         var out: [String] = []
         try store.database.query("""
             SELECT o.path FROM files f INDEXED BY files_large JOIN outbox o ON o.path = f.path
-            LEFT JOIN tus_uploads t ON t.path = o.path AND t.endpoint = ?
+            LEFT JOIN chunk_uploads c ON c.path = o.path
             WHERE f.present = 1 AND f.kind = 0 AND f.size > ? AND o.last_error IS NULL AND f.moved_from IS NULL
               AND (f.tag = 0 OR f.synced_deleted = 1 OR f.synced_sha256 IS NOT f.sha256 OR o.resend = 1)
-              AND NOT coalesce(t.state LIKE 'asset %' AND t.sha256 = f.sha256 AND t.size = f.size, 0)
+              AND NOT coalesce(c.manifest IS NOT NULL AND c.manifest = f.sha256 AND c.size = f.size AND c.mtime = f.mtime
+                               AND c.ctime = f.ctime AND c.inode = f.inode, 0)
             ORDER BY o.queued_at, o.path LIMIT ?
-            """, uploadEndpoint, inlineLimit, limit + excluding.count) { row in
+            """, inlineLimit, limit + excluding.count) { row in
             let path = row.text(0)
             if !excluding.contains(path) && out.count < limit { out.append(path) }
         }
@@ -72,7 +83,7 @@ extension Replica {
     }
 
     /// Opens `path` for its upload. Nil when it is no longer a file to upload, or when the disk no
-    /// longer matches the database (the path is then looked at again, and comes back once hashed).
+    /// longer matches the database (the path is then looked at again).
     public func openForUpload(_ path: String) throws -> UploadSource? {
         guard let row = try store.file(path), row.present, row.kind == .file, row.size > inlineLimit,
               try row.hasLocalChange || store.outboxEntry(path)?.resend == true,
@@ -82,7 +93,7 @@ extension Replica {
         let stat: FileStat
         do {
             let file = try safeRoots[root].open(relative, flags: O_RDONLY | O_NOCTTY | O_NONBLOCK)
-            held = try HeldFile(duplicating: file.raw)
+            held = try withExtendedLifetime(file) { () throws(SystemError) in try HeldFile(duplicating: file.raw) }
             stat = try held.stat()
         } catch {
             unstable.append((root, relative))
@@ -92,51 +103,70 @@ extension Replica {
             unstable.append((root, relative))
             return nil
         }
-        var source = UploadSource(path: path, file: held, size: stat.size, mtime: stat.mtime, inode: stat.inode, sha256: row.sha256)
-        if let entry = try store.tusUpload(path: path, endpoint: uploadEndpoint) {
-            if entry.matches(size: stat.size, mtime: stat.mtime, inode: stat.inode), entry.sha256 == row.sha256,
-               !entry.state.hasPrefix(Self.finishedPrefix) {
-                source.resume = entry.state
+        var source = UploadSource(path: path, file: held, stat: stat)
+        if let progress = try store.chunkUpload(path) {
+            if progress.matches(stat), progress.manifest == nil {
+                source.resume = progress
             } else {
-                if !entry.state.hasPrefix(Self.finishedPrefix) { source.stale = entry.state }
-                try store.removeTusUpload(path: path, endpoint: uploadEndpoint)
+                try store.removeChunkUpload(path)
             }
         }
         return source
     }
 
-    /// Keeps where an upload stands (before its first byte, and after each chunk). Throws
-    /// `UploadSuperseded` when the path's content is no longer the one being sent, which ends the
-    /// upload at its next chunk instead of at its last.
-    public func saveUpload(_ source: UploadSource, state: String) throws {
-        guard let row = try store.file(source.path), row.present, row.sha256 == source.sha256 else {
+    /// Keeps how far an upload has come (every chunk in `progress` is on the server). Throws
+    /// `UploadSuperseded` when the path is no longer the file being sent, which ends the upload at
+    /// its next step instead of at its last.
+    public func saveUpload(_ source: UploadSource, progress: ChunkUploadProgress) throws {
+        guard let row = try store.file(source.path), row.present, row.matches(source.stat) else {
             throw UploadSuperseded(path: source.path)
         }
-        try store.saveTusUpload(TusUploadEntry(path: source.path, endpoint: uploadEndpoint, size: source.size, mtime: source.mtime,
-                                               inode: source.inode, sha256: source.sha256, state: state))
+        try store.saveChunkUpload(progress)
     }
 
-    /// The upload finished and what was sent hashed to `source.sha256`: the record may name it.
-    public func uploadFinished(_ source: UploadSource, assetID: String) throws {
-        try store.saveTusUpload(TusUploadEntry(path: source.path, endpoint: uploadEndpoint, size: source.size, mtime: source.mtime,
-                                               inode: source.inode, sha256: source.sha256, state: Self.finishedPrefix + assetID))
+    /// Every chunk of the file is on the server and `manifest` names its content: the row takes that
+    /// identity and the record may carry the manifest. Returns whether there is a record to send (a
+    /// file touched but not changed has none). Throws `UploadSuperseded` when the file changed meanwhile.
+    @discardableResult
+    public func uploadFinished(_ source: UploadSource, chunks: [ChunkRef], manifest: String) throws -> Bool {
+        try store.transaction {
+            guard var row = try store.file(source.path), row.present, row.matches(source.stat) else {
+                throw UploadSuperseded(path: source.path)
+            }
+            let progress = ChunkUploadProgress(path: source.path, stat: source.stat, offset: source.size, chunks: chunks, manifest: manifest)
+            try store.saveManifest(manifest, chunks: chunks)
+            if row.sha256 != manifest {
+                row.sha256 = manifest
+                try store.saveFile(row)
+            }
+            let resend = try store.outboxEntry(source.path)?.resend == true
+            guard row.hasLocalChange || resend else {
+                // Touched, not changed: the server holds this very content already.
+                try store.dequeue(source.path)
+                try store.removeChunkUpload(source.path)
+                return false
+            }
+            try store.saveChunkUpload(progress)
+            return true
+        }
     }
 
-    /// Forgets the upload of `path` (it is of no use any more).
+    /// Forgets the upload of `path` (it is of no use any more: the server lacks chunks it named, say).
     public func dropUpload(_ path: String) throws {
-        try store.removeTusUpload(path: path, endpoint: uploadEndpoint)
+        try store.removeChunkUpload(path)
     }
 
-    /// The asset a push of `row` may carry: a finished upload of exactly its content.
+    /// The asset a push of `row` may carry: the manifest of exactly its content, every chunk on the server.
     func finishedAsset(for row: KnownFile) throws -> Asset? {
-        guard let entry = try store.tusUpload(path: row.path, endpoint: uploadEndpoint), entry.state.hasPrefix(Self.finishedPrefix),
-              entry.sha256 == row.sha256, entry.size == row.size else { return nil }
-        return Asset(id: String(entry.state.dropFirst(Self.finishedPrefix.count)), size: entry.size, sha256: entry.sha256)
+        guard !row.sha256.isEmpty, let progress = try store.chunkUpload(row.path), progress.manifest == row.sha256,
+              progress.size == row.size, progress.mtime == row.mtime, progress.ctime == row.ctime, progress.inode == row.inode else { return nil }
+        return Asset(manifestHash: row.sha256, chunks: progress.chunks)
     }
 }
 
 /// An upload whose file changed (or went away) while it was being sent.
 public struct UploadSuperseded: Error, Sendable, CustomStringConvertible {
     public var path: String
+    public init(path: String) { self.path = path }
     public var description: String { "\(quoted(path)) changed while it was being uploaded" }
 }

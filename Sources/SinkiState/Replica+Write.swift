@@ -229,7 +229,7 @@ extension Replica {
         var movers = Set<Int>()
         var claimed = Set<String>()
         for job in jobs.reversed() where isAssetContent(plans[job.index].record) {
-            if claimed.insert(plans[job.index].record.sha256).inserted { movers.insert(job.index) }
+            if let asset = plans[job.index].record.asset, claimed.insert(asset.sha256).inserted { movers.insert(job.index) }
         }
         return movers
     }
@@ -238,8 +238,9 @@ extension Replica {
     private static func writeFile(_ job: FileJob, plan: PlannedWrite, downloads: String, move: Bool, echoes: EchoFilter?) -> WriteResult {
         let root = plan.path.root.index, relative = plan.path.relative
         do {
-            if plan.action == .write, isAssetContent(plan.record) {
-                let stat = try DiskWriter.placeFile(sourceDirectory: downloads, sourceName: plan.record.sha256, move: move, parent: job.parent,
+            if plan.action == .write, isAssetContent(plan.record), let asset = plan.record.asset {
+                if let wrong = try contentProblem(plan.record, asset: asset, downloads: downloads) { return .failed(ApplyFailure(.invalid, wrong)) }
+                let stat = try DiskWriter.placeFile(sourceDirectory: downloads, sourceName: asset.sha256, move: move, parent: job.parent,
                                                     parentPath: job.parentPath, name: job.name, mode: plan.record.mode,
                                                     modifiedAt: plan.record.modifiedAt, expect: plan.expect) {
                     echoes?.expect(root: root, relative: relative, .fileIn)
@@ -265,6 +266,19 @@ extension Replica {
             echoes?.cancel(root: root, relative: relative, .fileIn)
             return .failed(ApplyFailure.from(error))
         }
+    }
+
+    /// What is wrong with a downloaded asset as the content of `record`; nil when nothing is. An upload
+    /// asset was checked whole as it arrived, a manifest's chunks one by one: what is left is that the
+    /// record names that content. Above 256 KiB its identity is the manifest's hash; a smaller file sent
+    /// as chunks (an agent with a lower inline limit) is read back and hashed, which costs nothing.
+    static func contentProblem(_ record: Record, asset: Asset, downloads: String) throws -> String? {
+        guard asset.isManifest else { return nil }
+        if ContentID.isManifest(size: record.size) {
+            return record.sha256 == asset.sha256 ? nil : "\(quoted(record.path)) names content \(record.sha256.prefix(16))…, its manifest is \(asset.sha256.prefix(16))…"
+        }
+        let bytes = try FileDescriptor.open(downloads + "/" + asset.sha256, flags: O_RDONLY).readAll(sizeHint: Int(record.size))
+        return ContentID.of(bytes) == record.sha256 ? nil : "the chunks of \(quoted(record.path)) do not make the content its record names"
     }
 
     /// Renames `plan.source` to the plan's path (never replacing anything), telling the watcher to

@@ -100,6 +100,8 @@ public actor Replica {
     public init(statePath: String, roots: [RootSpec], device: String, inotify: Inotify?, echoes: EchoFilter? = nil, logger: Logger,
                 typeFor: @escaping @Sendable (String) -> String = { _ in Record.defaultType }) throws {
         store = try StateStore(path: statePath)
+        // Manifests of versions no longer here name chunks nobody can read any more.
+        try store.pruneManifests()
         self.roots = roots
         var opened: [SafeRoot] = []
         for root in roots { opened.append(try SafeRoot(path: root.path)) }

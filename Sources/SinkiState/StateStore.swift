@@ -11,7 +11,7 @@ public final class StateStore {
     /// Rows of `unapplied`, so that the common case (none) costs no query per saved row.
     public internal(set) var unappliedCount = 0
 
-    static let schemaVersion = 7
+    static let schemaVersion = 8
 
     public init(path: String) throws(SQLiteError) {
         self.path = path
@@ -26,7 +26,7 @@ public final class StateStore {
         // Every statement is IF NOT EXISTS, so an older database gains what it lacks (3: tus uploads, 4: the apply
         // journal and conflicts, 5: remote changes not applied and the outbox's push-order index, 6: the outbox's
         // resend flag, added below since a column cannot be added "if not exists", 7: root_totals, counted once when
-        // made, and files_large).
+        // made, and files_large, 8: manifests, chunk_places, chunk_uploads and files_content).
         // Each file row holds two views of a path: what was last seen on disk (present, size, mtime,
         // inode, sha256) and the last version both this agent and the server agreed on (tag,
         // synced_*). A pending local change is a row whose two views differ, listed in outbox.
@@ -65,7 +65,8 @@ public final class StateStore {
             -- batch costs what it holds, never a sort of the whole table.
             CREATE INDEX IF NOT EXISTS outbox_order ON outbox(queued_at, path) WHERE last_error IS NULL;
             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-            """ + Self.tusUploadsSchema + Self.applyJournalSchema + Self.conflictsSchema + Self.unappliedSchema)
+            """ + Self.tusUploadsSchema + Self.applyJournalSchema + Self.conflictsSchema + Self.unappliedSchema
+            + Self.manifestsSchema)
         let countedBefore = try database.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'root_totals'") != nil
         try database.execute(Self.rootTotalsSchema)
         if !countedBefore { try database.execute(Self.rootTotalsFill) }

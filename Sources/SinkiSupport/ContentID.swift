@@ -42,6 +42,24 @@ public enum ContentID {
         return digest.finishHex()
     }
 
+    /// Largest chunk a manifest may name (the large profile's maximum).
+    public static let maxChunkSize = Int64(ChunkProfile.large.maximum)
+
+    /// What is wrong with a manifest that claims `size` bytes and the hash `hash`; nil when nothing
+    /// is: every name 64 lowercase hex digits, every size 1 byte to 4 MiB, the sizes adding up to
+    /// `size`, and the list hashing to `hash`.
+    public static func manifestProblem(_ chunks: [(sha256: String, size: Int64)], size: Int64, hash: String) -> String? {
+        var total: Int64 = 0
+        for (index, chunk) in chunks.enumerated() {
+            guard rawHash(chunk.sha256) != nil else { return "chunk \(index) is named \(chunk.sha256.prefix(80)), not 64 lowercase hex digits" }
+            guard chunk.size >= 1 && chunk.size <= maxChunkSize else { return "chunk \(index) has \(chunk.size) bytes (1 to \(maxChunkSize) allowed)" }
+            total += chunk.size
+        }
+        guard total == size else { return "the chunks add up to \(total) bytes, not \(size)" }
+        guard let computed = manifestHash(hex: chunks), computed == hash else { return "the chunks hash to \(manifestHash(hex: chunks) ?? "?"), not \(hash)" }
+        return nil
+    }
+
     /// A chunk name's 32 bytes; nil unless it is exactly 64 lowercase hex digits.
     public static func rawHash(_ hex: String) -> [UInt8]? {
         guard hex.utf8.count == 64, hex.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) else { return nil }
@@ -84,5 +102,39 @@ public enum ManifestCoding {
             index += entryBytes
         }
         return out
+    }
+}
+
+/// Computes a content identity from bytes fed in pieces (a file read once): the SHA-256 of the bytes
+/// for a file of up to `ContentID.wholeFileLimit`, else its chunks and their manifest's hash. The way
+/// is chosen from the size the file had when reading began; `finish` says whether the bytes fed match
+/// that size (else the identity is not the file's and the caller reads it again).
+public struct ContentHasher {
+    public let expectedSize: Int64
+    private var whole: Digest?
+    private var builder: Chunker.Builder?
+    public private(set) var fed: Int64 = 0
+
+    public init(expectedSize: Int64) {
+        self.expectedSize = expectedSize
+        if ContentID.isManifest(size: expectedSize) {
+            builder = Chunker.Builder(profile: .forFileSize(expectedSize))
+        } else {
+            whole = Digest(.sha256)
+        }
+    }
+
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+        fed += Int64(bytes.count)
+        if let whole { whole.update(bytes) } else { builder?.feed(bytes) }
+    }
+
+    /// The identity and, for a manifest-named file, its chunks; `complete` is false when the bytes fed
+    /// were not `expectedSize` (the file changed while it was read).
+    public mutating func finish() -> (id: String, chunks: [Chunk]?, complete: Bool) {
+        let complete = fed == expectedSize
+        if let whole { return (whole.finishHex(), nil, complete) }
+        let chunks = builder?.finish() ?? []
+        return (ContentID.manifestHash(chunks), chunks, complete)
     }
 }

@@ -107,9 +107,10 @@ public final class FileDescriptor {
     }
 
     /// Copies this file from its start to `output` (written at its current position), a megabyte at a
-    /// time, each piece also into `digest` when there is one; returns the bytes copied.
+    /// time, each piece also to `each` when there is one (to name the content as it passes); returns
+    /// the bytes copied.
     @discardableResult
-    public func copyAll(to output: FileDescriptor, hashingInto digest: Digest? = nil) throws(SystemError) -> Int64 {
+    public func copyAll(to output: FileDescriptor, each: ((UnsafeRawBufferPointer) -> Void)? = nil) throws(SystemError) -> Int64 {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         var offset: Int64 = 0
@@ -117,7 +118,7 @@ public final class FileDescriptor {
             let got = try read(into: buffer, at: offset)
             if got == 0 { return offset }
             let piece = UnsafeRawBufferPointer(rebasing: buffer[0..<got])
-            digest?.update(piece)
+            each?(piece)
             try output.write(piece)
             offset += Int64(got)
         }

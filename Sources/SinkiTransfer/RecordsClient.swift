@@ -106,18 +106,71 @@ public final class SyncClient {
         return try await parse(response, isolation: isolation) { try RecordPage.parse($0) }
     }
 
+    /// Which of `chunks` (SHA-256 names) the server lacks, in the order asked; at most
+    /// `missingChunksLimit` names a request (the caller splits longer lists).
+    public func missingChunks(_ chunks: [String], isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> [String] {
+        var writer = JSONWriter(capacity: 80 * chunks.count + 16)
+        writer.beginObject()
+        writer.key("chunks")
+        writer.beginArray()
+        for name in chunks { writer.string(name) }
+        writer.endArray()
+        writer.endObject()
+        var request = request("POST", Routes.missingChunks, timeout: 300)
+        request.headers.append(("Content-Type", "application/json"))
+        request.body = .bytes(writer.bytes)
+        let response = try await send(request, isolation: isolation)
+        return try await parse(response, isolation: isolation) { body in
+            var reader = JSONReader(body)
+            var missing: [String] = []
+            try reader.readObject { reader, key in
+                guard key == "missing" else { return try reader.skipValue() }
+                try reader.readArray { reader in missing.append(try reader.readString()) }
+            }
+            return missing
+        }
+    }
+
+    /// Names a request to `missingChunks` may carry.
+    public static let missingChunksLimit = 4096
+
+    /// A chunk's bytes as the server holds them (checked by the caller against the name).
+    public func chunk(_ name: String, maxBytes: Int, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> [UInt8] {
+        var request = request("GET", Routes.chunks + name, timeout: 300)
+        request.headers = [("Accept", "application/octet-stream")]
+        let response: HTTPResponse
+        do { response = try await http.send(request, sink: .memory(limit: maxBytes), isolation: isolation) } catch { throw .transport(error) }
+        guard (200..<300).contains(response.status) else { throw Self.failure(response, url: request.url) }
+        return response.body
+    }
+
+    /// Tells the server that a chunk's bytes do not hash to its name: it checks and removes it if so.
+    /// True when it was removed.
+    public func reportDamagedChunk(_ name: String, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> Bool {
+        let request = request("DELETE", Routes.chunks + name, timeout: 300)
+        do {
+            _ = try await send(request, isolation: isolation)
+            return true
+        } catch let .problem(problem) where problem.code == ProblemKind.chunkIntact.code {
+            return false
+        }
+    }
+
     private func send(_ request: HTTPRequest, isolation: isolated (any Actor)?) async throws(SyncError) -> HTTPResponse {
         let response: HTTPResponse
         do { response = try await http.send(request, isolation: isolation) } catch { throw .transport(error) }
-        guard (200..<300).contains(response.status) else {
-            if response.status == 429 {
-                let seconds = response.header("Retry-After").flatMap { Int($0.filter { $0 != " " }) }.map { max(0, $0) }
-                throw .rateLimited(Problem.parse(response.body), retryAfterSeconds: seconds)
-            }
-            if let problem = Problem.parse(response.body) { throw .problem(problem) }
-            throw .badResponse("HTTP \(response.status) from \(request.url)")
-        }
+        guard (200..<300).contains(response.status) else { throw Self.failure(response, url: request.url) }
         return response
+    }
+
+    /// The error an answer outside 2xx stands for.
+    private static func failure(_ response: HTTPResponse, url: String) -> SyncError {
+        if response.status == 429 {
+            let seconds = response.header("Retry-After").flatMap { Int($0.filter { $0 != " " }) }.map { max(0, $0) }
+            return .rateLimited(Problem.parse(response.body), retryAfterSeconds: seconds)
+        }
+        if let problem = Problem.parse(response.body) { return .problem(problem) }
+        return .badResponse("HTTP \(response.status) from \(url)")
     }
 
     /// Parses a body off the loop: a feed page can be tens of megabytes.

@@ -233,7 +233,7 @@ public final class TusClient {
     }
 
     /// `HEAD`: the offset and length of an upload; nil when it is gone (404, 410, 403) or refuses us.
-    private func head(_ url: String, isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> (Int64, Int64?)? {
+    func head(_ url: String, isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> (Int64, Int64?)? {
         var failures = 0
         while true {
             do throws(TusError) {
@@ -632,23 +632,6 @@ final class SendableDigest: Sendable {
 
     /// A digest that goes on from here on its own.
     func copy() -> SendableDigest { SendableDigest(digest.withLock { $0.copy() }) }
-}
-
-/// A loop-confined value carried through a `Sendable` closure to a task that uses it on the same loop.
-// @unchecked: `value` checks that it is read on the loop's thread, where every other use of it runs.
-struct LoopBound<Value>: @unchecked Sendable {
-    private let wrapped: Value
-    let loop: EventLoop
-
-    init(_ value: Value, loop: EventLoop) {
-        wrapped = value
-        self.loop = loop
-    }
-
-    var value: Value {
-        loop.checkIsolated()
-        return wrapped
-    }
 }
 
 extension Double {

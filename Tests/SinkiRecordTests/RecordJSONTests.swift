@@ -21,6 +21,27 @@ import Testing
         #expect(try RecordPage.parse(page.jsonBytes) == page)
     }
 
+    @Test func aManifestAssetRoundTripsAsPairs() throws {
+        let chunks = [ChunkRef(sha256: String(repeating: "a1", count: 32), size: 1_048_848),
+                      ChunkRef(sha256: String(repeating: "b2", count: 32), size: 7)]
+        let record = Record(path: "A/disk.img", type: "binary", asset: Asset(manifestHash: String(repeating: "c3", count: 32), chunks: chunks),
+                            size: 1_048_855, sha256: String(repeating: "c3", count: 32))
+        let json = String(decoding: record.jsonBytes(), as: UTF8.self)
+        #expect(json.contains(#""chunks":[["\#(chunks[0].sha256)",1048848],["\#(chunks[1].sha256)",7]]"#))
+        var reader = JSONReader(record.jsonBytes())
+        let back = try Record.read(from: &reader)
+        #expect(back == record)
+        #expect(back.asset?.isManifest == true && back.asset?.id == back.asset?.sha256 && back.asset?.size == 1_048_855)
+    }
+
+    @Test(arguments: [#"{"path":"A/b","asset":{"id":"x","size":1,"sha256":"x","chunks":[["aa"]]}}"#,
+                      #"{"path":"A/b","asset":{"id":"x","size":1,"sha256":"x","chunks":[["aa",1,2]]}}"#,
+                      #"{"path":"A/b","asset":{"id":"x","size":1,"sha256":"x","chunks":[[1,"aa"]]}}"#])
+    func aMalformedChunkListIsRefused(text: String) {
+        var reader = JSONReader(Array(text.utf8))
+        #expect(throws: (any Error).self) { try Record.read(from: &reader) }
+    }
+
     @Test func modifyResponseRoundTrips() throws {
         let response = ModifyResponse(results: [
             ModifyResult(path: "A/x", status: .saved, record: Record(path: "A/x", changeTag: 3)),

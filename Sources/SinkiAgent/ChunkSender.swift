@@ -1,0 +1,66 @@
+import SinkiLoop
+import SinkiRecord
+import SinkiState
+import SinkiSupport
+import SinkiTransfer
+
+/// Sends a large file as chunks: reads it once from where an earlier run stopped, cutting and naming
+/// chunks a batch at a time (the next batch is read while this one travels), asks the server which
+/// of each batch it lacks, uploads those (`width` at once), and keeps how far it came after each
+/// batch. When the last chunk is cut the file's identity (its manifest's hash) is known, and the
+/// record may name the manifest. Loop-confined, like the clients it drives.
+struct ChunkSender {
+    let tus: TusClient
+    let sync: SyncClient
+    let replica: Replica
+    let source: UploadSource
+    let width: Int
+    /// Bytes of the file read so far, and of them sent as new chunks.
+    let progress: (Int64, Int64) -> Void
+
+    /// About this much of the file per batch: one missing-chunks request each.
+    static let batchBytes = 16 << 20
+
+    struct Outcome {
+        var chunks: Int
+        /// Chunk bytes sent (those the server already held are not).
+        var bytes: Int64
+        /// Whether a record waits to be pushed (a file touched but unchanged has none).
+        var recordWaits: Bool
+    }
+
+    func run(isolation: isolated (any Actor)? = #isolation) async throws -> Outcome {
+        var chunks = source.resume?.chunks ?? []
+        let reader = ChunkFileReader(file: source.file, size: source.size, from: source.resume?.offset ?? 0)
+        var newBytes: Int64 = 0
+        var read = source.resume?.offset ?? 0
+        progress(read, 0)
+        var reading = Task { try await Blocking.run { try reader.next(maxBytes: Self.batchBytes) } }
+        defer { reading.cancel() }
+        while true {
+            let batch = try await reading.value
+            if batch.isEmpty { break }
+            reading = Task { try await Blocking.run { try reader.next(maxBytes: Self.batchBytes) } }
+            let lacking = Set(try await sync.missingChunks(batch.map(\.ref.sha256)))
+            // A chunk twice in one batch (runs of zeros) goes once.
+            var named = Set<String>()
+            let toSend = batch.filter { lacking.contains($0.ref.sha256) && named.insert($0.ref.sha256).inserted }
+            let before = newBytes
+            newBytes += try await tus.uploadChunks(toSend, width: width, sent: { bytes in progress(read, before + bytes) })
+            chunks += batch.map(\.ref)
+            read += batch.reduce(0) { $0 + $1.ref.size }
+            progress(read, newBytes)
+            try await replica.saveUpload(source, progress: ChunkUploadProgress(path: source.path, stat: source.stat, offset: read, chunks: chunks))
+        }
+        // What was read is the file it was when opened: the same size, times and inode now.
+        let now = try source.file.stat()
+        guard read == source.size, now.size == source.stat.size, now.mtime == source.stat.mtime, now.ctime == source.stat.ctime else {
+            throw UploadSuperseded(path: source.path)
+        }
+        guard let manifest = ContentID.manifestHash(hex: chunks.map { ($0.sha256, $0.size) }) else {
+            throw UploadSuperseded(path: source.path)
+        }
+        let waits = try await replica.uploadFinished(source, chunks: chunks, manifest: manifest)
+        return Outcome(chunks: chunks.count, bytes: newBytes, recordWaits: waits)
+    }
+}

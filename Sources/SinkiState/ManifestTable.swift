@@ -1,0 +1,142 @@
+import SinkiRecord
+import SinkiSupport
+
+/// Where a chunk can be read on this machine: in the file holding `manifest`, at `offset`.
+public struct ChunkPlace: Sendable, Equatable {
+    public var manifest: String
+    public var offset: Int64
+}
+
+/// How far the upload of a large file has come, kept so that a restart goes on from there instead of
+/// reading the file again: the file's identity when it was read (size, mtime, ctime, inode), the
+/// chunks cut and sent so far (all of them once `manifest` is set), and the offset the next one starts at.
+public struct ChunkUploadProgress: Sendable, Equatable {
+    public var path: String
+    public var size: Int64
+    public var mtime: Int64
+    public var ctime: Int64
+    public var inode: UInt64
+    public var offset: Int64
+    public var chunks: [ChunkRef]
+    /// The manifest hash, once every chunk is on the server: the record may then name it.
+    public var manifest: String?
+
+    public init(path: String, stat: FileStat, offset: Int64 = 0, chunks: [ChunkRef] = [], manifest: String? = nil) {
+        self.path = path
+        size = stat.size
+        mtime = stat.mtime
+        ctime = stat.ctime
+        inode = stat.inode
+        self.offset = offset
+        self.chunks = chunks
+        self.manifest = manifest
+    }
+
+    /// Whether `stat` is still the file this progress was read from.
+    public func matches(_ stat: FileStat) -> Bool {
+        size == stat.size && mtime == stat.mtime && ctime == stat.ctime && inode == stat.inode
+    }
+}
+
+/// The manifests of large files this agent holds or sent, and an index from each chunk to one place
+/// it can be read locally: what lets a new version be built from the chunks already on disk (its old
+/// version, a copy, a renamed file) so that only the chunks nobody here holds are downloaded.
+extension StateStore {
+    static let manifestsSchema = """
+        CREATE TABLE IF NOT EXISTS manifests(id TEXT PRIMARY KEY, chunks BLOB NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS chunk_places(chunk BLOB PRIMARY KEY, manifest TEXT NOT NULL, offset INTEGER NOT NULL) WITHOUT ROWID;
+        -- A file holding a manifest is found by its content identity among large files only.
+        CREATE INDEX IF NOT EXISTS files_content ON files(sha256) WHERE present = 1 AND size > \(ContentID.wholeFileLimit);
+        CREATE TABLE IF NOT EXISTS chunk_uploads(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime INTEGER NOT NULL,
+            ctime INTEGER NOT NULL, inode INTEGER NOT NULL, offset INTEGER NOT NULL, chunks BLOB NOT NULL, manifest TEXT) WITHOUT ROWID;
+        """
+
+    /// Keeps a manifest and points each of its chunks at it (the newest manifest wins a chunk).
+    public func saveManifest(_ id: String, chunks: [ChunkRef]) throws(SQLiteError) {
+        guard try database.scalar("SELECT 1 FROM manifests WHERE id = ?", id) == nil else { return }
+        try database.run("INSERT INTO manifests(id, chunks) VALUES(?, ?)", id, ManifestCoding.encode(chunks.map { ($0.sha256, $0.size) }))
+        let statement = try database.prepare("INSERT OR REPLACE INTO chunk_places(chunk, manifest, offset) VALUES(?, ?, ?)")
+        defer { statement.reset() }
+        var offset: Int64 = 0
+        for chunk in chunks {
+            guard let raw = ContentID.rawHash(chunk.sha256) else { continue }
+            try statement.bind([raw, id, offset])
+            while try statement.step() {}
+            statement.reset()
+            offset += chunk.size
+        }
+    }
+
+    /// The chunks of manifest `id`, if this agent kept it.
+    public func manifest(_ id: String) throws(SQLiteError) -> [ChunkRef]? {
+        let statement = try database.prepare("SELECT chunks FROM manifests WHERE id = ?")
+        try statement.bind([id])
+        defer { statement.reset() }
+        guard try statement.step(), let decoded = ManifestCoding.decode(statement.blob(0)) else { return nil }
+        return decoded.map { ChunkRef(sha256: $0.sha256, size: $0.size) }
+    }
+
+    /// Where each of `chunks` (by name) may be read here; chunks no manifest here names are left out.
+    public func places(of chunks: [String]) throws(SQLiteError) -> [String: ChunkPlace] {
+        let statement = try database.prepare("SELECT manifest, offset FROM chunk_places WHERE chunk = ?")
+        defer { statement.reset() }
+        var out: [String: ChunkPlace] = [:]
+        for name in Set(chunks) {
+            guard let raw = ContentID.rawHash(name) else { continue }
+            try statement.bind([raw])
+            if try statement.step() { out[name] = ChunkPlace(manifest: statement.text(0), offset: statement.int64(1)) }
+            statement.reset()
+        }
+        return out
+    }
+
+    /// Present files whose content is manifest `id`.
+    public func holders(of id: String) throws -> [KnownFile] {
+        var out: [KnownFile] = []
+        try database.query("SELECT \(Self.fileColumns) FROM files WHERE sha256 = ? AND present = 1 AND size > \(ContentID.wholeFileLimit) LIMIT 8", id) { row in
+            out.append(Self.readFile(row, offset: 0))
+        }
+        return out
+    }
+
+    /// Forgets manifests no present file holds any more (and their chunks' places); returns how many.
+    @discardableResult
+    public func pruneManifests() throws(SQLiteError) -> Int {
+        try database.run("""
+            DELETE FROM manifests WHERE id NOT IN (SELECT sha256 FROM files WHERE present = 1 AND size > \(ContentID.wholeFileLimit))
+              AND id NOT IN (SELECT manifest FROM chunk_uploads WHERE manifest IS NOT NULL)
+            """)
+        let removed = database.changes
+        if removed > 0 { try database.run("DELETE FROM chunk_places WHERE manifest NOT IN (SELECT id FROM manifests)") }
+        return removed
+    }
+
+    // MARK: Uploads of chunks
+
+    public func chunkUpload(_ path: String) throws(SQLiteError) -> ChunkUploadProgress? {
+        let statement = try database.prepare("SELECT size, mtime, ctime, inode, offset, chunks, manifest FROM chunk_uploads WHERE path = ?")
+        try statement.bind([path])
+        defer { statement.reset() }
+        guard try statement.step() else { return nil }
+        var progress = ChunkUploadProgress(path: path, stat: FileStat(kind: .file, size: statement.int64(0), mtime: statement.int64(1),
+                                                                       ctime: statement.int64(2), inode: UInt64(bitPattern: statement.int64(3)),
+                                                                       device: 0, mode: 0),
+                                           offset: statement.int64(4))
+        progress.chunks = (ManifestCoding.decode(statement.blob(5)) ?? []).map { ChunkRef(sha256: $0.sha256, size: $0.size) }
+        progress.manifest = statement.optionalText(6)
+        return progress
+    }
+
+    public func saveChunkUpload(_ progress: ChunkUploadProgress) throws(SQLiteError) {
+        try database.run("""
+            INSERT INTO chunk_uploads(path, size, mtime, ctime, inode, offset, chunks, manifest) VALUES(?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime = excluded.mtime, ctime = excluded.ctime, inode = excluded.inode,
+                offset = excluded.offset, chunks = excluded.chunks, manifest = excluded.manifest
+            """, progress.path, progress.size, progress.mtime, progress.ctime, progress.inode, progress.offset,
+                         ManifestCoding.encode(progress.chunks.map { ($0.sha256, $0.size) }), progress.manifest)
+    }
+
+    public func removeChunkUpload(_ path: String) throws(SQLiteError) {
+        try database.run("DELETE FROM chunk_uploads WHERE path = ?", path)
+    }
+}

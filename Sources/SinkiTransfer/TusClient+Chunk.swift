@@ -1,0 +1,124 @@
+import SinkiLoop
+import SinkiRecord
+import SinkiSupport
+
+extension TusClient {
+    /// The `Upload-Metadata` key that makes an upload a chunk for the server's chunk store; its value
+    /// is the chunk's SHA-256 in hex (docs/protocol.md).
+    public static let chunkMetadataKey = "chunk"
+
+    /// Sends one chunk as an upload of its own: its bytes in the creating `POST` (creation-with-upload)
+    /// when the server offers it, else in a `PATCH`, each with a checksum when offered (CRC-32 by
+    /// preference). A body cut off is finished from the offset `HEAD` gives. Returns the bytes sent.
+    public func uploadChunk(_ chunk: ChunkPayload, isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> Int64 {
+        let capabilities = try await discover()
+        let length = Int64(chunk.bytes.count)
+        let metadata = TusMetadata(text: [(Self.chunkMetadataKey, chunk.ref.sha256)])
+        var failures = 0
+        var url: String?
+        var offset: Int64 = 0
+        var sent: Int64 = 0
+        while true {
+            do throws(TusError) {
+                if let at = url {
+                    // Where a cut-off body left it: the server's offset, then the rest.
+                    guard let (now, declared) = try await head(at), declared == nil || declared == length else {
+                        url = nil
+                        offset = 0
+                        continue
+                    }
+                    offset = min(now, length)
+                    if offset == length { return sent }
+                    let response = try await send(request("PATCH", at, headers: headers(for: chunk, from: offset, capabilities)
+                                                         + [("Upload-Offset", String(offset))], body: .bytes(Array(chunk.bytes[Int(offset)...]))))
+                    guard response.isSuccess else { throw Self.failure(response, url: at, step: "sending a chunk") }
+                    sent += length - offset
+                    let reached = response.header("Upload-Offset").flatMap { Int64($0.trimmedSpaces) } ?? 0
+                    if reached == length { return sent }
+                    continue
+                }
+                var headers = [("Upload-Length", String(length)), ("Upload-Metadata", metadata.header)]
+                var body = HTTPBody.none
+                // A chunk is small: its bytes go with the POST whenever the server takes them there
+                // (an interruption costs one chunk at most).
+                if capabilities.offers("creation-with-upload") {
+                    headers += self.headers(for: chunk, from: 0, capabilities)
+                    body = .bytes(chunk.bytes)
+                }
+                let response = try await send(request("POST", server.endpoint, headers: headers, body: body))
+                guard response.status == 201 || response.status == 200, let location = response.header("Location"), !location.isEmpty else {
+                    throw Self.failure(response, url: server.endpoint, step: "creating a chunk's upload")
+                }
+                url = server.resolve(location.trimmedSpaces)
+                if body.length > 0 {
+                    sent += length
+                    let reached = response.header("Upload-Offset").flatMap { Int64($0.trimmedSpaces) } ?? 0
+                    if reached == length { return sent }
+                }
+            } catch {
+                var retriable = error.isTemporary
+                if case .status(let status, _, _) = error, [404, 409, 410, 423, 460].contains(status) { retriable = true }
+                if case .protocolViolation = error { retriable = true }
+                try await backOff(after: error, failures: &failures, retriable: retriable)
+            }
+        }
+    }
+
+    /// Sends `chunks`, up to `width` at once; `sent` hears of each chunk's bytes as it is done.
+    /// Returns the bytes sent in all.
+    public func uploadChunks(_ chunks: [ChunkPayload], width: Int, sent: ((Int64) -> Void)? = nil,
+                             isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> Int64 {
+        if chunks.count <= 1 || width <= 1 {
+            var total: Int64 = 0
+            for chunk in chunks {
+                let bytes = try await uploadChunk(chunk)
+                total += bytes
+                sent?(bytes)
+            }
+            return total
+        }
+        let bound = LoopBound(self, loop: http.loop)
+        var total: Int64 = 0
+        do {
+            try await withThrowingTaskGroup(of: Int64.self) { group in
+                var next = 0
+                func start() {
+                    let chunk = chunks[next]
+                    next += 1
+                    group.addTask { [isolation] in try await Self.sendChunk(bound, chunk, isolation: isolation) }
+                }
+                while next < min(width, chunks.count) { start() }
+                while let bytes = try await group.next() {
+                    total += bytes
+                    sent?(bytes)
+                    if next < chunks.count { start() }
+                }
+            }
+        } catch let error as TusError {
+            throw error
+        } catch {
+            throw .cancelled
+        }
+        return total
+    }
+
+    /// Sends one chunk on the loop; the box is only opened there.
+    private static func sendChunk(_ client: LoopBound<TusClient>, _ chunk: ChunkPayload,
+                                  isolation: isolated (any Actor)?) async throws(TusError) -> Int64 {
+        try await client.value.uploadChunk(chunk)
+    }
+
+    /// The body headers of a chunk sent from `offset`: its type, and a checksum when offered.
+    private func headers(for chunk: ChunkPayload, from offset: Int64, _ capabilities: TusCapabilities) -> [(String, String)] {
+        var out = [("Content-Type", Tus.chunkType)]
+        guard options.checksums, let algorithm = capabilities.checksum() else { return out }
+        let digest: [UInt8]
+        if algorithm == .crc32 && offset == 0 && chunk.crc32.count == 4 {
+            digest = chunk.crc32
+        } else {
+            digest = chunk.bytes.withUnsafeBytes { Digest.hash(UnsafeRawBufferPointer(rebasing: $0[Int(offset)...]), algorithm) }
+        }
+        out.append(("Upload-Checksum", TusChecksum(algorithm: algorithm.rawValue, digest: digest).header))
+        return out
+    }
+}
