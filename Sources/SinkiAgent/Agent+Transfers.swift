@@ -85,8 +85,8 @@ extension Agent {
                                                  self.assumeIsolated { $0.transfers.progress(key, done: read, new: new) }
                                              }).run()
             connected()
-            let resumed = source.resume.map { " (resumed at \(HumanUnits.bytes($0.offset)))" } ?? ""
-            logger.info("uploaded \(quoted(path)): \(HumanUnits.bytes(source.size)) in \(sent.chunks) chunk(s), \(HumanUnits.bytes(sent.bytes)) of them new\(resumed)")
+            let resumed = source.resume.map { " (resumed at byte \($0.offset))" } ?? ""
+            logger.info("uploaded \(quoted(path)): \(source.size) bytes in \(sent.chunks) chunk(s), \(sent.bytes) sent now\(resumed)")
             transfers.failed[key] = nil
             failedUploadAttempts[key] = nil
             if sent.recordWaits { pumpPush() }
@@ -270,7 +270,8 @@ extension Agent {
             var seen = Set<String>()
             for index in assembler.missing where seen.insert(chunks[index].sha256).inserted { names.append(chunks[index].sha256) }
             var received: Int64 = 0
-            let outcome = try await ChunkFetcher(sync: sync, assembler: assembler, width: max(1, configuration.transfer.parallel))
+            let outcome = try await ChunkFetcher(sync: sync, assembler: assembler, width: max(1, configuration.transfer.parallel),
+                                                 maxRate: configuration.transfer.maxRate)
                 .run(names) { bytes in
                     received += bytes
                     transfers.progress(key, done: assembler.bytesInPlace, new: received)
@@ -281,7 +282,7 @@ extension Agent {
                 return failure
             }
             try await Blocking.run { try assembler.finish() }
-            logger.debug("built \(quoted(fetch.path)): \(HumanUnits.bytes(asset.size)) from \(HumanUnits.bytes(local)) here and \(HumanUnits.bytes(received)) downloaded")
+            logger.debug("downloaded \(quoted(fetch.path)): \(asset.size) bytes, \(received) received now, \(local) from chunks already here")
             return nil
         } catch let error as SyncError {
             if case .transport = error { disconnected(error) }

@@ -30,6 +30,7 @@ struct ChunkSender {
     }
 
     func run(isolation: isolated (any Actor)? = #isolation) async throws -> Outcome {
+        try await tus.checkSize(source.size)
         var chunks = source.resume?.chunks ?? []
         let reader = ChunkFileReader(file: source.file, size: source.size, from: source.resume?.offset ?? 0)
         var newBytes: Int64 = 0

@@ -105,6 +105,12 @@ extension Replica {
             var facts = try gatherFacts(record, allowRename: allowRename, batch: batch)
             facts.contentFailure = unavailable[record.path]
             let decision = ApplyDecision.decide(facts)
+            if logger.isEnabled(.debug) {
+                // One line per record: what a divergence in the fault suite is read from afterwards.
+                let row = facts.row.map { "row \($0.present ? "present" : "absent") tag \($0.tag)\($0.hasLocalChange ? " changed" : "")" } ?? "no row"
+                logger.debug("decide \(quoted(record.path)) \(record.deleted ? "tombstone" : record.kind == .directory ? "dir" : "file") tag \(record.changeTag): "
+                             + "\(decision); \(row), disk \(facts.disk == nil ? "empty" : "holds it")\(facts.queued ? ", queued" : "")")
+            }
             if let plan = plannedWrite(decision, facts) { plans.append(plan) } else { settled.append(Settled(decision: decision, facts: facts)) }
         }
         var again: [Record] = []

@@ -361,6 +361,9 @@ extension Replica {
                 }
                 try store.saveFile(row)
                 touched(row.path)
+                if observations.count <= 20 && logger.isEnabled(.debug) {
+                    logger.debug("observe \(quoted(row.path)): \(row.present ? "present" : "gone"), tag \(row.tag)\(row.hasLocalChange ? ", changed" : "")")
+                }
                 if row.hasLocalChange || (row.tag == 0 && !row.present) {
                     // (A path gone before its first save was acknowledged stays queued: that save
                     // may be in flight, and then its tombstone must follow.)

@@ -78,6 +78,13 @@ extension Replica {
             guard let next = selection.next else { break }
             position = next
         }
+        if logger.isEnabled(.debug) {
+            for item in out {
+                let record = item.record
+                let what = record.deleted ? "tombstone" : record.kind == .directory ? "dir" : record.movedFrom != nil ? "move from \(quoted(record.movedFrom ?? ""))" : "file"
+                logger.debug("push \(quoted(record.path)) \(what) base \(record.baseTag)")
+            }
+        }
         if scanned > 0 && logger.isEnabled(.debug) {
             // What a batch carries: renames travel as their source's name, never as bytes again.
             let renamed = out.count { $0.record.movedFrom != nil }
