@@ -58,7 +58,9 @@ extension Agent {
 
     /// Sends one large file's chunks that the server lacks (going on from an earlier run) and marks
     /// its record ready to push.
-    private func upload(_ path: String) async {
+    /// With `repair`, the file is synced and its record is not sent again: only chunks the server
+    /// lacks go (a verify found some missing).
+    func upload(_ path: String, repair: Bool = false) async {
         let key = TransferBook.Key.of(.upload, path)
         defer {
             transfers.uploads[path] = nil
@@ -69,7 +71,7 @@ extension Agent {
         guard let replica, let tus = tusClient(), let sync = client else { return }
         let source: UploadSource
         do {
-            guard let opened = try await replica.openForUpload(path) else {
+            guard let opened = try await replica.openForUpload(path, repair: repair) else {
                 lookAgain(path)
                 return
             }

@@ -3,6 +3,7 @@ import SinkiLoop
 import SinkiRecord
 import SinkiState
 import SinkiSupport
+import SinkiTransfer
 
 /// The full comparison with the server (anti-entropy): when it runs, what it last found.
 struct VerifyState {
@@ -114,8 +115,39 @@ extension Agent {
             }
         }
         if adoptHead, let head { try await replica.adoptFeedPosition(head) }
+        differing += try await repairChunks()
         pumpPush()
         return differing
+    }
+
+    /// Asks the server for the chunks of every large file held here as synced, and uploads again those
+    /// it lacks (removed as damaged when a receiver reported them, say): another device could never
+    /// build that file otherwise. Returns the paths whose chunks were sent again.
+    private func repairChunks() async throws -> [String] {
+        guard let replica, let client else { throw CancellationError() }
+        var repaired: [String] = []
+        var after = ""
+        while true {
+            let held = try await replica.heldManifests(after: after, limit: 256)
+            guard let last = held.last else { break }
+            after = last.path
+            var names: [String] = []
+            var seen = Set<String>()
+            for file in held { for chunk in file.chunks where seen.insert(chunk.sha256).inserted { names.append(chunk.sha256) } }
+            var missing = Set<String>()
+            var start = 0
+            while start < names.count {
+                let slice = Array(names[start..<min(start + SyncClient.missingChunksLimit, names.count)])
+                missing.formUnion(try await client.missingChunks(slice))
+                start += slice.count
+            }
+            for file in held where file.chunks.contains(where: { missing.contains($0.sha256) }) {
+                logger.warning("the server lacks chunks of \(quoted(file.path)); sending them again")
+                await upload(file.path, repair: true)
+                repaired.append(file.path)
+            }
+        }
+        return repaired
     }
 
     /// The change tag a feed token (`STORE.TAG`) stands at; nil for none.

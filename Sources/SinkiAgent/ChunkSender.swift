@@ -46,8 +46,11 @@ struct ChunkSender {
             // A chunk twice in one batch (runs of zeros) goes once.
             var named = Set<String>()
             let toSend = batch.filter { lacking.contains($0.ref.sha256) && named.insert($0.ref.sha256).inserted }
-            let before = newBytes
-            newBytes += try await tus.uploadChunks(toSend, width: width, sent: { bytes in progress(read, before + bytes) })
+            var sentNow = newBytes
+            newBytes += try await tus.uploadChunks(toSend, width: width, sent: { bytes in
+                sentNow += bytes
+                progress(read, sentNow)
+            })
             chunks += batch.map(\.ref)
             read += batch.reduce(0) { $0 + $1.ref.size }
             progress(read, newBytes)

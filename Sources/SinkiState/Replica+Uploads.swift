@@ -84,9 +84,9 @@ extension Replica {
 
     /// Opens `path` for its upload. Nil when it is no longer a file to upload, or when the disk no
     /// longer matches the database (the path is then looked at again).
-    public func openForUpload(_ path: String) throws -> UploadSource? {
+    public func openForUpload(_ path: String, repair: Bool = false) throws -> UploadSource? {
         guard let row = try store.file(path), row.present, row.kind == .file, row.size > inlineLimit,
-              try row.hasLocalChange || store.outboxEntry(path)?.resend == true,
+              try repair || row.hasLocalChange || store.outboxEntry(path)?.resend == true,
               let recordPath = try? RecordPath(validating: path), let local = locate(recordPath) else { return nil }
         let (root, relative) = (local.root.index, local.relative)
         let held: HeldFile
@@ -149,6 +149,23 @@ extension Replica {
             try store.saveChunkUpload(progress)
             return true
         }
+    }
+
+    /// Large files here whose content is the version synced with the server and whose manifest is
+    /// kept, by path after `after`, at most `limit`: what a verify asks the server's chunks of.
+    public func heldManifests(after: String, limit: Int) throws -> [(path: String, chunks: [ChunkRef])] {
+        var rows: [(String, String)] = []
+        try store.database.query("""
+            SELECT path, sha256 FROM files WHERE path > ? AND present = 1 AND kind = 0 AND size > \(ContentID.wholeFileLimit)
+              AND tag > 0 AND synced_deleted = 0 AND synced_sha256 = sha256 ORDER BY path LIMIT ?
+            """, after, limit) { rows.append(($0.text(0), $0.text(1))) }
+        var out: [(path: String, chunks: [ChunkRef])] = []
+        for (path, id) in rows {
+            if let chunks = try store.manifest(id) { out.append((path, chunks)) }
+        }
+        // A page whose files all lack a kept manifest still moves the walk on.
+        if out.isEmpty, let last = rows.last { out.append((last.0, [])) }
+        return out
     }
 
     /// Forgets the upload of `path` (it is of no use any more: the server lacks chunks it named, say).

@@ -85,6 +85,9 @@ public final class FaultProxy: @unchecked Sendable {
     private let listener: Int32
     private let target: Atomic<Int>
     private let healed = Atomic<Bool>(false)
+    /// Bytes forwarded from the agents to the server, and back, over every connection.
+    private let countedUp = Atomic<Int>(0)
+    private let countedDown = Atomic<Int>(0)
     private let stopping = Atomic<Bool>(false)
     private let threads = DispatchGroup()
     private let state: Mutex<State>
@@ -139,6 +142,16 @@ public final class FaultProxy: @unchecked Sendable {
     }
 
     public var url: String { "http://127.0.0.1:\(port)" }
+
+    /// Bytes the proxy forwarded toward the server (requests: what an agent sent) and back (answers:
+    /// what it received), counted on the wire, headers included.
+    public var bytesUp: Int { countedUp.load(ordering: .sequentiallyConsistent) }
+    public var bytesDown: Int { countedDown.load(ordering: .sequentiallyConsistent) }
+
+    /// A proxy that spoils nothing: it only counts what crosses it.
+    public static func counting(label: String, targetPort: Int) throws -> FaultProxy {
+        try FaultProxy(label: label, targetPort: targetPort, seed: 0, profile: FaultProfile(none: 1, delay: 0, stall: 0, reset: 0, truncate: 0))
+    }
 
     /// From now on no connection is spoilt: new ones get no fault, open ones drop theirs, and one
     /// that is stalled at this moment is cut (its peer retries), so nothing waits on a dead stall.
@@ -292,6 +305,11 @@ public final class FaultProxy: @unchecked Sendable {
                     break loop
                 }
                 forwarded[side] += got
+                if side == 0 {
+                    countedUp.wrappingAdd(got, ordering: .sequentiallyConsistent)
+                } else {
+                    countedDown.wrappingAdd(got, ordering: .sequentiallyConsistent)
+                }
             }
         }
     }
