@@ -10,13 +10,7 @@ struct ModifyRoute: Route {
 
     func begin(_ request: Request) throws -> BodyPolicy {
         try request.requireWritable()
-        let type = request.header("Content-Type")
-        let mediaType = type.map { $0.split(separator: ";", maxSplits: 1).first.map(String.init) ?? "" }?
-            .trimmingSpaces.lowercased()
-        guard mediaType == "application/json" else {
-            throw Problem(.unsupportedMediaType, detail: type.map { "\(request.path) takes application/json, not \(quoted($0))" }
-                          ?? "\(request.path) takes application/json; the request has no Content-Type")
-        }
+        try request.requireJSON()
         return .buffer(limit: limits.maxBodyBytes)
     }
 
@@ -166,6 +160,19 @@ struct LookupRoute: Route {
             return
         } catch {
             throw Problem(.badPath, detail: error.description)
+        }
+    }
+}
+
+extension Request {
+    /// A JSON route's body must be `application/json` (parameters such as `charset` allowed): 415 otherwise.
+    func requireJSON() throws(Problem) {
+        let type = header("Content-Type")
+        let mediaType = type.map { $0.split(separator: ";", maxSplits: 1).first.map(String.init) ?? "" }?
+            .trimmingSpaces.lowercased()
+        guard mediaType == "application/json" else {
+            throw Problem(.unsupportedMediaType, detail: type.map { "\(path) takes application/json, not \(quoted($0))" }
+                          ?? "\(path) takes application/json; the request has no Content-Type")
         }
     }
 }

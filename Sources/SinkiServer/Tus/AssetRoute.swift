@@ -17,29 +17,31 @@ struct AssetRoute: Route {
                                            namedWithin: { (try? records.namesAsset(user: user, assetID: id, within: $0)) ?? false }) else {
             throw Problem(.notFound, detail: "no asset \(quoted(id))")
         }
-        let size = facts.size
-        var headers = [("Accept-Ranges", "bytes"), ("ETag", "\"\(facts.sha256)\"")]
-        var first: Int64 = 0
-        var length = size
-        var status = 200
-        if let header = request.header("Range"), Self.rangeApplies(request.header("If-Range"), sha256: facts.sha256) {
-            switch Self.parseRange(header, size: size) {
-            case .ignore:
-                break
-            case .unsatisfiable:
-                throw RouteError(Problem(.rangeNotSatisfiable, detail: "\(quoted(header)) lies outside the asset's \(size) bytes"),
-                                 headers: [("Content-Range", "bytes */\(size)")])
-            case let .range(start, end):
-                first = start
-                length = end - start + 1
-                status = 206
-                headers.append(("Content-Range", "bytes \(start)-\(end)/\(size)"))
-            }
-        }
+        let range = try Self.range(request, size: facts.size, etag: facts.sha256)
         let fd = open(store.dataPath(id), O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw SystemError("open", errno: errno, path: store.dataPath(id)) }
-        return .response(Response(status: status, contentType: "application/octet-stream", headers: headers,
-                                  body: .file(fd: fd, offset: first, length: length)))
+        return .response(Response(status: range.status, contentType: "application/octet-stream", headers: range.headers,
+                                  body: .file(fd: fd, offset: range.first, length: range.length)))
+    }
+
+    /// What to send of `size` bytes whose ETag is `"etag"`: the whole (200), or the one range asked
+    /// for (206 with `Content-Range`); a range past the end answers 416. Headers include the ETag.
+    static func range(_ request: Request, size: Int64, etag: String) throws(RouteError)
+        -> (status: Int, first: Int64, length: Int64, headers: [(String, String)]) {
+        var headers = [("Accept-Ranges", "bytes"), ("ETag", "\"\(etag)\"")]
+        guard let header = request.header("Range"), Self.rangeApplies(request.header("If-Range"), sha256: etag) else {
+            return (200, 0, size, headers)
+        }
+        switch Self.parseRange(header, size: size) {
+        case .ignore:
+            return (200, 0, size, headers)
+        case .unsatisfiable:
+            throw RouteError(Problem(.rangeNotSatisfiable, detail: "\(quoted(header)) lies outside the \(size) bytes"),
+                             headers: [("Content-Range", "bytes */\(size)")])
+        case let .range(start, end):
+            headers.append(("Content-Range", "bytes \(start)-\(end)/\(size)"))
+            return (206, start, end - start + 1, headers)
+        }
     }
 
     enum RangeAnswer: Equatable {

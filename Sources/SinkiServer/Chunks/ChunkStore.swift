@@ -1,0 +1,270 @@
+import CSystemShim
+import Foundation
+import Glibc
+import SinkiRecord
+import SinkiSupport
+
+/// The content-defined chunks of every user (docs/chunking.md), on disk under `DATA/chunks/`: per
+/// user, each chunk stored once however many files and versions name it, named by its SHA-256. One
+/// user's chunks are never visible to, nor shared with, another.
+///
+/// On-disk format, one folder per user:
+///
+/// - `KEY/`: `KEY` is the SHA-256 (64 lowercase hex digits) of the user's name in UTF-8, so that any
+///   name makes a safe folder name of one length.
+/// - `KEY/user`: the user's name, written once (as `user.tmp.PID`, then renamed): garbage collection
+///   reads it to ask the record store what the user's records name, and leaves alone a folder whose
+///   `KEY` is not the hash of the name it holds.
+/// - `KEY/lock`: an empty file, `flock`ed by every server sharing the folder. Shared by whatever adds a
+///   chunk, finds one present (`missing`) or checks a modify's chunks until its commit; exclusive while
+///   garbage collection deletes and while a damaged chunk is removed. So a chunk found present, or
+///   checked for a record, is never deleted before that record is committed (and then it is named).
+/// - `KEY/XX/HASH`: a chunk's bytes (mode 0600), `XX` the first two hex digits of `HASH`. It arrives by
+///   a rename of a finished tus upload (`uploads/ID.bin`), never by a copy, so the uploads folder must
+///   be on the same file system (checked at start). Its mtime is when it was last uploaded or found
+///   present: garbage collection keeps a chunk no record names until its mtime is `grace` old.
+/// - `KEY/scoped/PREFIX/XX/HASH`: empty markers, `PREFIX` the SHA-256 of a token's path prefix: a token
+///   narrowed to that prefix uploaded these bytes within the grace (their mtime). Such a token is told
+///   every chunk is missing and may name in a record, read or report damaged only the chunks it
+///   uploaded itself, so it cannot probe or read the user's content outside its prefix by hash.
+public final class ChunkStore: Sendable {
+    let directory: String
+    private let logger: Logger
+    /// The largest chunk (`ChunkProfile.large.maximum`, 4 MiB), as a chunk upload's length may be.
+    static let maxChunkBytes = Int64(ChunkProfile.large.maximum)
+
+    init(directory: String, logger: Logger) throws(ServerError) {
+        self.directory = directory
+        self.logger = logger
+        do {
+            try makeDirectories(directory)
+        } catch {
+            throw ServerError(.store, "cannot create the chunks folder \(directory): \(error)")
+        }
+    }
+
+    // MARK: Names and places
+
+    /// Whether `name` is a chunk name: 64 lowercase hex digits.
+    static func isName(_ name: String) -> Bool { ContentID.rawHash(name) != nil }
+
+    /// The folder name of a user, or of a token's prefix: the SHA-256 of its UTF-8.
+    static func key(_ text: String) -> String { Digest.sha256Hex(Array(text.utf8)) }
+
+    func userFolder(_ user: String) -> String { directory + "/" + Self.key(user) }
+
+    /// Where the chunk `name` of `user` lives (whether or not it does).
+    func path(user: String, chunk name: String) -> String { userFolder(user) + "/" + name.prefix(2) + "/" + name }
+
+    private func markerPath(user: String, prefix: String, chunk name: String) -> String {
+        userFolder(user) + "/scoped/" + Self.key(prefix) + "/" + name.prefix(2) + "/" + name
+    }
+
+    /// Makes the user's folder and its `user` file when missing.
+    private func prepare(_ user: String) throws(SystemError) {
+        let folder = userFolder(user)
+        if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw SystemError("mkdir", errno: errno, path: folder) }
+        guard access(folder + "/user", F_OK) != 0 else { return }
+        // Per process: two servers may make the folder at once; each writes its own and renames it in.
+        let temporary = folder + "/user.tmp." + String(getpid())
+        let file = try FileDescriptor.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+        try file.write(Array(user.utf8))
+        try syscall("rename", path: temporary) { rename(temporary, folder + "/user") }
+    }
+
+    /// Takes the user's lock across servers (see the type comment); released when the descriptor goes.
+    /// Nil when the user has no chunks folder and `create` is false: then there is nothing to guard.
+    func lock(_ user: String, exclusive: Bool, create: Bool = false) throws(SystemError) -> FileDescriptor? {
+        if create { try prepare(user) }
+        let path = userFolder(user) + "/lock"
+        let file: FileDescriptor
+        do {
+            // Read-write: NFS maps flock to byte-range locks, whose exclusive kind needs a writable descriptor.
+            file = try FileDescriptor.open(path, flags: O_RDWR | (create ? O_CREAT : 0), mode: 0o600)
+        } catch where error.errno == ENOENT && !create {
+            return nil
+        }
+        try syscall("flock", path: path) { flock(file.raw, exclusive ? LOCK_EX : LOCK_SH) }
+        return file
+    }
+
+    // MARK: Looking chunks up
+
+    /// What `lstat` says of a held chunk.
+    struct Held {
+        var size: Int64
+        /// Nanoseconds since the epoch.
+        var modified: Int64
+        var changed: Int64
+    }
+
+    private static func held(_ path: String) -> Held? {
+        var info = Glibc.stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        return Held(size: Int64(info.st_size),
+                    modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+                    changed: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
+    }
+
+    /// The chunk `name` of `user`, nil when not held.
+    func held(user: String, chunk name: String) -> Held? { Self.held(path(user: user, chunk: name)) }
+
+    /// Whether a token narrowed to `prefix` uploaded the chunk within the grace (its marker is there).
+    func uploaded(user: String, prefix: String, chunk name: String) -> Bool {
+        access(markerPath(user: user, prefix: prefix, chunk: name), F_OK) == 0
+    }
+
+    /// Whether a token of `user` (narrowed to `prefix`, when given) may see the chunk: held, and for a
+    /// narrowed token uploaded by it.
+    func visible(user: String, prefix: String?, chunk name: String) -> Held? {
+        if let prefix, !uploaded(user: user, prefix: prefix, chunk: name) { return nil }
+        return held(user: user, chunk: name)
+    }
+
+    /// Sets the chunk's mtime to now, so that garbage collection keeps it another grace; false when the
+    /// user does not hold it. The caller holds the user's lock.
+    func touch(user: String, chunk name: String) -> Bool {
+        var times = [timespec(tv_sec: 0, tv_nsec: utimeOmit), timespec(tv_sec: 0, tv_nsec: utimeNow)]
+        return utimensat(AT_FDCWD, path(user: user, chunk: name), &times, AT_SYMLINK_NOFOLLOW) == 0
+    }
+
+    // MARK: Adding chunks
+
+    /// What became of a finished chunk upload.
+    enum Adoption: Equatable {
+        /// Its bytes are the user's chunk now.
+        case stored
+        /// The user held the chunk already: the upload's bytes were dropped, the chunk touched.
+        case alreadyHeld
+        /// A narrowed token sent other bytes than the held chunk's, which do not hash to the name: dropped.
+        case refused
+    }
+
+    /// Moves a finished chunk upload's file (`source`, `length` bytes) into the user's chunks under
+    /// `name`: a rename, never a copy. A chunk held already keeps its bytes (the upload's are dropped),
+    /// unless it has another size than the upload, which only a damaged copy has: then the upload
+    /// replaces it. A token narrowed to `prefix` gets its marker, except that when the chunk was held
+    /// its bytes must first be the held ones (compared), or hash to the name (then they replace a
+    /// damaged copy): a narrowed token proves it has a chunk before it may name it.
+    func adopt(source: String, length: Int64, user: String, chunk name: String, prefix: String?) throws -> Adoption {
+        let lock = try lock(user, exclusive: false, create: true)
+        defer { withExtendedLifetime(lock) {} }
+        let target = path(user: user, chunk: name)
+        let fanOut = String(target.dropLast(name.utf8.count + 1))
+        if mkdir(fanOut, 0o700) != 0 && errno != EEXIST { throw SystemError("mkdir", errno: errno, path: fanOut) }
+        let adoption: Adoption
+        if sinki_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 {
+            adoption = .stored
+        } else {
+            let code = errno
+            guard code == EEXIST else { throw SystemError("rename", errno: code, path: target) }
+            let held = Self.held(target)
+            // The upload's own descriptor is write-only: its bytes are read through its path.
+            let file = try FileDescriptor.open(source, flags: O_RDONLY)
+            if try held?.size != length || (prefix != nil && !Self.sameBytes(file, target, length: length)) {
+                // Different bytes: the held copy is damaged (another size), or one of the two is not the
+                // chunk. A full token's upload is taken as the chunk (receivers check every chunk and
+                // report damage); a narrowed token's only when it hashes to the name.
+                if prefix != nil, try !Self.hashes(file, length: length, to: name) {
+                    unlink(source)
+                    logger.warning("chunk \(name) of a narrowed token's upload is other bytes than its name says; dropped")
+                    return .refused
+                }
+                try syscall("rename", path: target) { rename(source, target) }
+                logger.info("chunk \(name) held at \(held.map { String($0.size) } ?? "no") bytes replaced by an upload of \(length)")
+                adoption = .stored
+            } else {
+                unlink(source)
+                _ = touch(user: user, chunk: name)
+                adoption = .alreadyHeld
+            }
+        }
+        if let prefix {
+            // The chunk is in either way; without its marker the narrowed token is told it is missing
+            // when it names it, and uploads it once more.
+            do { try mark(user: user, prefix: prefix, chunk: name) } catch { logger.warning("chunk \(name): \(error)") }
+        }
+        return adoption
+    }
+
+    /// Leaves (or refreshes) the marker saying a token narrowed to `prefix` uploaded the chunk.
+    private func mark(user: String, prefix: String, chunk name: String) throws(SystemError) {
+        let marker = markerPath(user: user, prefix: prefix, chunk: name)
+        let fanOut = String(marker.dropLast(name.utf8.count + 1))
+        try makeDirectories(fanOut)
+        let file = try FileDescriptor.open(marker, flags: O_WRONLY | O_CREAT, mode: 0o600)
+        try syscall("futimens", path: marker) { futimens(file.raw, nil) }
+    }
+
+    private static func sameBytes(_ file: FileDescriptor, _ other: String, length: Int64) throws -> Bool {
+        let held = try FileDescriptor.open(other, flags: O_RDONLY)
+        let step = 1 << 20
+        let mine = UnsafeMutableRawBufferPointer.allocate(byteCount: step, alignment: 16)
+        let theirs = UnsafeMutableRawBufferPointer.allocate(byteCount: step, alignment: 16)
+        defer { mine.deallocate(); theirs.deallocate() }
+        var offset: Int64 = 0
+        while offset < length {
+            let want = Int(min(Int64(step), length - offset))
+            let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: mine[0..<want]), at: offset)
+            guard got == want, try held.read(into: UnsafeMutableRawBufferPointer(rebasing: theirs[0..<want]), at: offset) == want,
+                  memcmp(mine.baseAddress!, theirs.baseAddress!, want) == 0 else { return false }
+            offset += Int64(want)
+        }
+        return true
+    }
+
+    /// Whether `length` bytes of `file` hash (SHA-256) to `name`.
+    static func hashes(_ file: FileDescriptor, length: Int64, to name: String) throws(SystemError) -> Bool {
+        let digest = Digest(.sha256)
+        let step = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: step, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while offset < length {
+            let want = Int(min(Int64(step), length - offset))
+            let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
+            if got == 0 { break }
+            digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
+            offset += Int64(got)
+        }
+        return offset == length && digest.finishHex() == name
+    }
+
+    // MARK: Removing chunks
+
+    /// What a report of a damaged chunk found.
+    enum DamageCheck: Equatable {
+        case notHeld
+        /// The bytes hash to the name: kept.
+        case intact
+        /// The bytes do not hash to the name: removed.
+        case removed
+    }
+
+    /// A receiver found that the chunk's bytes do not hash to its name: hashes them here, under the
+    /// user's exclusive lock, and removes the chunk only if they do not.
+    func removeIfDamaged(user: String, chunk name: String) throws -> DamageCheck {
+        guard let lock = try lock(user, exclusive: true) else { return .notHeld }
+        defer { withExtendedLifetime(lock) {} }
+        let target = path(user: user, chunk: name)
+        guard let held = Self.held(target) else { return .notHeld }
+        let file = try FileDescriptor.open(target, flags: O_RDONLY)
+        if try Self.hashes(file, length: held.size, to: name) { return .intact }
+        unlink(target)
+        logger.warning("chunk \(name) of \(quoted(user)) was reported damaged and does not hash to its name; removed")
+        return .removed
+    }
+
+    /// Removes every chunk of `user` (`sinkid serve user remove`); returns whether there were any.
+    public static func removeAll(user: String, directory: String) throws -> Bool {
+        let folder = directory + "/" + key(user)
+        guard FileManager.default.fileExists(atPath: folder) else { return false }
+        try FileManager.default.removeItem(atPath: folder)
+        return true
+    }
+}
+
+/// `UTIME_OMIT` and `UTIME_NOW` of <sys/stat.h> (utimensat: leave a time alone, set it to now), macros
+/// Glibc's Swift module does not export.
+private let utimeOmit = (1 << 30) - 2
+private let utimeNow = (1 << 30) - 1
