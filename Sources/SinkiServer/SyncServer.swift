@@ -18,6 +18,10 @@ public struct ServerLimits: Sendable, Equatable {
     public var maxWaitSeconds = 300
     /// Largest declared size of one record's inline content.
     public var maxInlineBytes = 64 << 20
+    /// Most chunks one manifest may name: 9 MiB stored, 19 MB of JSON; a file of 256 GiB at the mean
+    /// chunk size of about 1 MiB, of 64 GiB (the default `Tus-Max-Size`) even at the smallest chunks
+    /// the large profile cuts.
+    public var maxManifestChunks = 262_144
     /// Requests a second each device token may send on average (a token bucket; 0: no limit), and how
     /// many at once beyond that; more answer `429 rate-limited` with `Retry-After`.
     public var requestsPerSecond: Double = 200
@@ -164,7 +168,7 @@ public final class SyncServer: Sendable {
             }
             var router = Router()
             let limits = configuration.limits
-            router.add("POST", Routes.modify, ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads))
+            router.add("POST", Routes.modify, ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads, chunks: chunks))
             router.add("GET", Routes.changes, ChangesRoute(store: store, limits: limits))
             router.add("GET", Routes.records, LookupRoute(store: store, limits: limits))
             let revocations = Revocations(hub: hub)
@@ -180,7 +184,7 @@ public final class SyncServer: Sendable {
             router.addPrefix("PATCH", TusEndpoint.path, TusPatchRoute(store: uploads))
             router.addPrefix("DELETE", TusEndpoint.path, TusDeleteRoute(store: uploads))
             router.addPrefix("OPTIONS", TusEndpoint.path, options)
-            router.addPrefix("GET", Routes.assets, AssetRoute(store: uploads, records: store))
+            router.addPrefix("GET", Routes.assets, AssetRoute(store: uploads, records: store, chunks: chunks))
             router.add("POST", Routes.missingChunks, MissingChunksRoute(chunks: chunks))
             router.addPrefix("GET", Routes.chunks, ChunkGetRoute(chunks: chunks))
             router.addPrefix("DELETE", Routes.chunks, ChunkDeleteRoute(chunks: chunks))

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import SinkiRecord
 import SinkiSupport
+import Synchronization
 
 /// The content-defined chunks of every user (docs/chunking.md), on disk under `DATA/chunks/`: per
 /// user, each chunk stored once however many files and versions name it, named by its SHA-256. One
@@ -27,11 +28,21 @@ import SinkiSupport
 ///   narrowed to that prefix uploaded these bytes within the grace (their mtime). Such a token is told
 ///   every chunk is missing and may name in a record, read or report damaged only the chunks it
 ///   uploaded itself, so it cannot probe or read the user's content outside its prefix by hash.
+///
+/// Durability: a finished chunk is not fsynced (write-back is started); a modify that names chunks
+/// changed (`ctime`) since the start of the last `syncfs` of this file system runs one `syncfs` before
+/// its commit (`makeDurable`), which also covers the renames and chunks written by other servers on
+/// this machine. Servers on other machines reach the folder over NFS, whose close flushes and commits.
 public final class ChunkStore: Sendable {
     let directory: String
     private let logger: Logger
+    /// `Clock.now()` when the last successful `syncfs` began: every chunk changed before it is durable.
+    private let syncedBefore = Atomic<Int64>(0)
     /// The largest chunk (`ChunkProfile.large.maximum`, 4 MiB), as a chunk upload's length may be.
     static let maxChunkBytes = Int64(ChunkProfile.large.maximum)
+    /// Chunk times come from the kernel's coarse clock and may lag `Clock.now()` by a tick or so: a
+    /// chunk changed this close before a `syncfs` began is synced again rather than assumed synced.
+    private static let clockSlack: Int64 = 1_000_000_000
 
     init(directory: String, logger: Logger) throws(ServerError) {
         self.directory = directory
@@ -126,6 +137,41 @@ public final class ChunkStore: Sendable {
     func touch(user: String, chunk name: String) -> Bool {
         var times = [timespec(tv_sec: 0, tv_nsec: utimeOmit), timespec(tv_sec: 0, tv_nsec: utimeNow)]
         return utimensat(AT_FDCWD, path(user: user, chunk: name), &times, AT_SYMLINK_NOFOLLOW) == 0
+    }
+
+    /// For a modify, under the user's shared lock: the chunks of `names` the user lacks (for a token
+    /// narrowed to `prefix`, also those it did not upload itself), or holds at another size than
+    /// `sizes` says (a damaged copy: the sender uploads it again, which replaces it), each once; and the
+    /// newest change time among those held, for `makeDurable`.
+    func absent(_ chunks: [ChunkRef], user: String, prefix: String?) -> (missing: [String], newestChange: Int64) {
+        var missing: [String] = []
+        var seen = Set<String>()
+        var newest: Int64 = 0
+        for chunk in chunks where seen.insert(chunk.sha256).inserted {
+            guard let held = visible(user: user, prefix: prefix, chunk: chunk.sha256), held.size == chunk.size else {
+                missing.append(chunk.sha256)
+                continue
+            }
+            newest = max(newest, held.changed)
+        }
+        return (missing, newest)
+    }
+
+    /// Makes every chunk changed at or after `newestChange` durable before a record naming it is
+    /// committed: one `syncfs` of the chunks' file system when a chunk changed since the last one began
+    /// (or close before it), none otherwise. It flushes the renames too, and whatever else is dirty on
+    /// that file system; finished chunks started their write-back when they came in, so little is left.
+    func makeDurable(newestChange: Int64) throws(SystemError) {
+        guard newestChange >= syncedBefore.load(ordering: .acquiring) - Self.clockSlack else { return }
+        let started = Clock.now()
+        let folder = try FileDescriptor.open(directory, flags: O_RDONLY | O_DIRECTORY)
+        try folder.syncFileSystem()
+        var known = syncedBefore.load(ordering: .relaxed)
+        while known < started {
+            let (exchanged, original) = syncedBefore.compareExchange(expected: known, desired: started, ordering: .acquiringAndReleasing)
+            if exchanged { break }
+            known = original
+        }
     }
 
     // MARK: Adding chunks

@@ -2,16 +2,19 @@ import Glibc
 import SinkiRecord
 import SinkiSupport
 
-/// `GET /v1/assets/ID`: a finished upload's bytes, served from its file by libmicrohttpd, with a single
-/// `Range` for resumed downloads (206, or 416 outside the asset).
+/// `GET /v1/assets/ID`: a finished upload's bytes, served from its file by libmicrohttpd, or a manifest
+/// asset's (`ID` its hash, named by a live record of the user) read from its chunk files in order; with
+/// a single `Range` for resumed downloads (206, or 416 outside the asset).
 struct AssetRoute: Route {
     let store: UploadStore
-    /// For a token narrowed to a prefix: whether a record within it names the asset.
+    /// For a token narrowed to a prefix: whether a record within it names the asset; and manifests.
     let records: any RecordStore
+    let chunks: ChunkStore
 
     func respond(to request: Request) throws -> Reply {
         let id = request.pathParameter
         let user = request.identity.user
+        if ChunkStore.isName(id) { return try manifest(id, request: request) }
         let records = self.records
         guard let facts = store.assetFacts(id, user: user, prefix: request.scopePrefix,
                                            namedWithin: { (try? records.namesAsset(user: user, assetID: id, within: $0)) ?? false }) else {
@@ -22,6 +25,32 @@ struct AssetRoute: Route {
         guard fd >= 0 else { throw SystemError("open", errno: errno, path: store.dataPath(id)) }
         return .response(Response(status: range.status, contentType: "application/octet-stream", headers: range.headers,
                                   body: .file(fd: fd, offset: range.first, length: range.length)))
+    }
+
+    /// A manifest asset, whole: the chunks in order, never assembled on disk or in memory. Its chunks in
+    /// the range asked for must all be held, else `409 chunks-missing` naming them (a chunk removed as
+    /// damaged waits for a writer to upload it again).
+    private func manifest(_ id: String, request: Request) throws -> Reply {
+        let user = request.identity.user
+        guard let manifest = try records.manifest(user: user, assetID: id, within: request.scopePrefix) else {
+            throw Problem(.notFound, detail: "no asset \(quoted(id))")
+        }
+        let size = manifest.reduce(Int64(0)) { $0 + $1.size }
+        let range = try Self.range(request, size: size, etag: id)
+        var start: Int64 = 0
+        var missing: [String] = []
+        for chunk in manifest {
+            defer { start += chunk.size }
+            guard start + chunk.size > range.first, start < range.first + range.length else { continue }
+            if chunks.held(user: user, chunk: chunk.sha256)?.size != chunk.size { missing.append(chunk.sha256) }
+        }
+        guard missing.isEmpty else {
+            throw Problem(.chunksMissing, detail: "asset \(id) names \(missing.count) chunk(s) the server does not hold: "
+                          + missing.prefix(16).joined(separator: ", ") + (missing.count > 16 ? ", …" : ""))
+        }
+        let reader = ManifestReader(chunks: chunks, user: user, manifest: manifest, from: range.first)
+        return .response(Response(status: range.status, contentType: "application/octet-stream", headers: range.headers,
+                                  body: .stream(reader, length: range.length)))
     }
 
     /// What to send of `size` bytes whose ETag is `"etag"`: the whole (200), or the one range asked
