@@ -199,7 +199,7 @@ public final class SyncServer: Sendable {
                 throw error
             }
             uploads.startSweeping()
-            let retention = Retention(store: store, uploads: uploads, settings: configuration.retention, logger: logger)
+            let retention = Retention(store: store, uploads: uploads, chunks: chunks, settings: configuration.retention, logger: logger)
             retention.start()
             let watcher = configuration.authentication == .tokens
                 ? RevocationWatcher(accounts: store, revocations: revocations, interval: limits.revocationPollSeconds, logger: logger) : nil
@@ -282,13 +282,29 @@ public final class SyncServer: Sendable {
         }
     }
 
+    /// For tests: the chunk store while running.
+    var chunkStore: ChunkStore? {
+        phase.withLock { phase in
+            if case let .running(running) = phase { return running.chunks }
+            return nil
+        }
+    }
+
     /// For tests: one retention pass now.
-    func purgeNow(at now: Int64 = Clock.now()) -> (tombstones: Int, blobs: Int)? {
+    func purgeNow(at now: Int64 = Clock.now()) -> RetentionPass? {
         let retention = phase.withLock { phase -> Retention? in
             if case let .running(running) = phase { return running.retention }
             return nil
         }
         return retention?.pass(now: now)
+    }
+
+    /// For tests: retention passes completed (the first runs at start).
+    var retentionPasses: Int {
+        phase.withLock { phase in
+            if case let .running(running) = phase { return running.retention.passes }
+            return 0
+        }
     }
 
     // For tests: what the server holds right now.

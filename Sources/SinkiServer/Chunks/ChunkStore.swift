@@ -38,11 +38,25 @@ public final class ChunkStore: Sendable {
     private let logger: Logger
     /// `Clock.now()` when the last successful `syncfs` began: every chunk changed before it is durable.
     private let syncedBefore = Atomic<Int64>(0)
+    /// For tests: called at the named points of a garbage collection, with the user.
+    let collectionHook = Mutex<(@Sendable (CollectionPoint, String) -> Void)?>(nil)
+
     /// The largest chunk (`ChunkProfile.large.maximum`, 4 MiB), as a chunk upload's length may be.
     static let maxChunkBytes = Int64(ChunkProfile.large.maximum)
     /// Chunk times come from the kernel's coarse clock and may lag `Clock.now()` by a tick or so: a
     /// chunk changed this close before a `syncfs` began is synced again rather than assumed synced.
     private static let clockSlack: Int64 = 1_000_000_000
+    /// Garbage collection deletes at most this many chunks per hold of the exclusive lock, so that a
+    /// modify of the user waits at most that long.
+    static let deletionsPerLock = 512
+
+    /// The points of a garbage collection pass where tests may step in.
+    enum CollectionPoint: Sendable {
+        /// The user's referenced set is read, the candidates are listed, the lock is not yet taken.
+        case beforeLocking
+        /// The exclusive lock is held, nothing is deleted yet.
+        case locked
+    }
 
     init(directory: String, logger: Logger) throws(ServerError) {
         self.directory = directory
@@ -307,6 +321,84 @@ public final class ChunkStore: Sendable {
         guard FileManager.default.fileExists(atPath: folder) else { return false }
         try FileManager.default.removeItem(atPath: folder)
         return true
+    }
+
+    // MARK: Garbage collection
+
+    /// What the record store says a user's live records name: every chunk of their manifests, and the
+    /// highest change tag it looked at (records changed later come through a second look from there).
+    typealias References = @Sendable (_ user: String, _ after: Int64) throws -> ChunkReferences
+
+    /// Removes the chunks no live record names whose mtime is `grace` old or more, and markers as old,
+    /// for every user; returns how many chunks went. Safe against uploads and modifies at the same time
+    /// (see the type comment): the candidates are listed against what the records named, then, under
+    /// the user's exclusive lock, checked once more against the records committed since and the mtime.
+    func collect(references: References, now: Int64, grace: Int64) -> Int {
+        guard let users = try? FileDescriptor.open(directory, flags: O_RDONLY | O_DIRECTORY).listDirectory().names else { return 0 }
+        var removed = 0
+        for key in users where Self.isName(key) {
+            let folder = directory + "/" + key
+            guard let bytes = try? FileDescriptor.open(folder + "/user", flags: O_RDONLY).readAll(),
+                  let user = String(validating: bytes, as: UTF8.self), Self.key(user) == key else { continue }
+            do {
+                removed += try collect(user: user, references: references, now: now, grace: grace)
+            } catch {
+                logger.warning("chunk collection of \(quoted(user)): \(error)")
+            }
+            removeMarkers(folder + "/scoped", olderThan: now - grace)
+        }
+        return removed
+    }
+
+    private func collect(user: String, references: References, now: Int64, grace: Int64) throws -> Int {
+        var referenced = try references(user, 0)
+        let folder = userFolder(user)
+        var candidates: [String] = []
+        for fanOut in try FileDescriptor.open(folder, flags: O_RDONLY | O_DIRECTORY).listDirectory().names where fanOut.utf8.count == 2 {
+            guard let names = try? FileDescriptor.open(folder + "/" + fanOut, flags: O_RDONLY | O_DIRECTORY).listDirectory().names else { continue }
+            for name in names where Self.isName(name) && name.hasPrefix(fanOut) && !referenced.names.contains(name) {
+                if let held = Self.held(folder + "/" + fanOut + "/" + name), held.modified + grace <= now { candidates.append(name) }
+            }
+        }
+        var removed = 0
+        var start = 0
+        while start < candidates.count {
+            let batch = candidates[start..<min(candidates.count, start + Self.deletionsPerLock)]
+            start = batch.endIndex
+            let hook = collectionHook.withLock { $0 }
+            hook?(.beforeLocking, user)
+            guard let lock = try lock(user, exclusive: true) else { break }
+            defer { withExtendedLifetime(lock) {} }
+            hook?(.locked, user)
+            // Records committed since the first look may name a candidate: every modify that checked one
+            // has committed by now (it held the shared lock until then), and none can check one until this
+            // lock is released, when it will find the chunk gone.
+            let later = try references(user, referenced.head)
+            referenced.names.formUnion(later.names)
+            referenced.head = max(referenced.head, later.head)
+            for name in batch where !referenced.names.contains(name) {
+                let target = path(user: user, chunk: name)
+                // Touched (uploaded again, found present) since it was listed: kept.
+                guard let held = Self.held(target), held.modified + grace <= now else { continue }
+                if unlink(target) == 0 { removed += 1 }
+            }
+        }
+        return removed
+    }
+
+    /// Markers of narrowed tokens' uploads older than `cutoff`.
+    private func removeMarkers(_ scoped: String, olderThan cutoff: Int64) {
+        guard let prefixes = try? FileDescriptor.open(scoped, flags: O_RDONLY | O_DIRECTORY).listDirectory().names else { return }
+        for prefix in prefixes {
+            let prefixFolder = scoped + "/" + prefix
+            for fanOut in (try? FileDescriptor.open(prefixFolder, flags: O_RDONLY | O_DIRECTORY).listDirectory().names) ?? [] {
+                let fanOutFolder = prefixFolder + "/" + fanOut
+                for name in (try? FileDescriptor.open(fanOutFolder, flags: O_RDONLY | O_DIRECTORY).listDirectory().names) ?? [] {
+                    let marker = fanOutFolder + "/" + name
+                    if let held = Self.held(marker), held.modified < cutoff { unlink(marker) }
+                }
+            }
+        }
     }
 }
 

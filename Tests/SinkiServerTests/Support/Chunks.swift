@@ -3,6 +3,7 @@ import Glibc
 import SinkiRecord
 @testable import SinkiServer
 import SinkiSupport
+import SinkiTestSupport
 
 /// A large file of test content cut into given chunks (not by the chunker: the server never cuts), and
 /// the manifest that names them.
@@ -83,6 +84,12 @@ extension ServerFixture {
                     body: MissingChunksRequest(chunks: names).jsonBytes)
     }
 
+    /// Waits for the retention pass a server runs at start, so that a test's own pass (`purgeNow`) is
+    /// the one that finds what it set up.
+    func settleRetention() throws {
+        try waitUntilSync("the retention pass at start") { server.retentionPasses >= 1 }
+    }
+
     /// Sets a held chunk's mtime `seconds` into the past, as if uploaded that long ago.
     func age(user: String = "default", _ name: String, seconds: Int) {
         let then = Clock.now() / 1_000_000_000 - Int64(seconds)
@@ -95,6 +102,15 @@ extension ServerFixture {
         var info = stat()
         guard stat(chunkPath(user: user, name), &info) == 0 else { return nil }
         return Int64(info.st_mtim.tv_sec)
+    }
+}
+
+/// Sets the mtime of every file below `path` `seconds` into the past.
+func ageFiles(under path: String, seconds: Int) {
+    let then = timespec(tv_sec: time_t(Clock.now() / 1_000_000_000 - Int64(seconds)), tv_nsec: 0)
+    for case let relative as String in FileManager.default.enumerator(atPath: path)?.allObjects ?? [] {
+        var times = [then, then]
+        utimensat(AT_FDCWD, path + "/" + relative, &times, 0)
     }
 }
 
