@@ -696,12 +696,15 @@ final class ChunkWriter: BodySink {
         // Before the bytes go: the hasher may still be reading them.
         let forgotten = hasher?.rollBack(to: start) ?? true
         hasher?.release()
-        ftruncate(file.raw, off_t(start))
         if createdHere {
+            ftruncate(file.raw, off_t(start))
             store.remove(upload)
             return
         }
         upload.state.withLock { state in
+            // Cut and let go under the upload's lock: whoever sees the file back at its offset (a client's
+            // HEAD, then its PATCH) finds the upload free too, not still held for a moment.
+            ftruncate(file.raw, off_t(start))
             flock(file.raw, LOCK_UN)
             state.busy = false
             state.writerSocket = nil
