@@ -107,32 +107,14 @@ public final class SyncClient {
     }
 
     /// Which of `chunks` (SHA-256 names) the server lacks, in the order asked; at most
-    /// `missingChunksLimit` names a request (the caller splits longer lists).
+    /// `MissingChunksRequest.maxNames` names a request (the caller splits longer lists).
     public func missingChunks(_ chunks: [String], isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> [String] {
-        var writer = JSONWriter(capacity: 80 * chunks.count + 16)
-        writer.beginObject()
-        writer.key("chunks")
-        writer.beginArray()
-        for name in chunks { writer.string(name) }
-        writer.endArray()
-        writer.endObject()
         var request = request("POST", Routes.missingChunks, timeout: 300)
         request.headers.append(("Content-Type", "application/json"))
-        request.body = .bytes(writer.bytes)
+        request.body = .bytes(MissingChunksRequest(chunks: chunks).jsonBytes)
         let response = try await send(request, isolation: isolation)
-        return try await parse(response, isolation: isolation) { body in
-            var reader = JSONReader(body)
-            var missing: [String] = []
-            try reader.readObject { reader, key in
-                guard key == "missing" else { return try reader.skipValue() }
-                try reader.readArray { reader in missing.append(try reader.readString()) }
-            }
-            return missing
-        }
+        return try await parse(response, isolation: isolation) { try MissingChunksResponse.parse($0).missing }
     }
-
-    /// Names a request to `missingChunks` may carry.
-    public static let missingChunksLimit = 4096
 
     /// A chunk's bytes as the server holds them (checked by the caller against the name).
     public func chunk(_ name: String, maxBytes: Int, maxRate: Int64? = nil, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> [UInt8] {

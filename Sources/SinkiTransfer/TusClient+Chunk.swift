@@ -3,17 +3,13 @@ import SinkiRecord
 import SinkiSupport
 
 extension TusClient {
-    /// The `Upload-Metadata` key that makes an upload a chunk for the server's chunk store; its value
-    /// is the chunk's SHA-256 in hex (docs/protocol.md).
-    public static let chunkMetadataKey = "chunk"
-
     /// Sends one chunk as an upload of its own: its bytes in the creating `POST` (creation-with-upload)
     /// when the server offers it, else in a `PATCH`, each with a checksum when offered (CRC-32 by
     /// preference). A body cut off is finished from the offset `HEAD` gives. Returns the bytes sent.
     public func uploadChunk(_ chunk: ChunkPayload, maxRate: Int64? = nil, isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> Int64 {
         let capabilities = try await discover()
         let length = Int64(chunk.bytes.count)
-        let metadata = TusMetadata(text: [(Self.chunkMetadataKey, chunk.ref.sha256)])
+        let metadata = TusMetadata(text: [(Tus.chunkMetadataKey, chunk.ref.sha256)])
         var failures = 0
         var url: String?
         var offset: Int64 = 0

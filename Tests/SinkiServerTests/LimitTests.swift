@@ -30,6 +30,20 @@ import Testing
         }
     }
 
+    /// A large file moves as thousands of chunk requests: each takes a sixteenth of the bucket, so a
+    /// burst of them goes through where as many record requests are refused.
+    @Test func chunkRequestsTakeASixteenthOfTheRate() throws {
+        let fixture = try ServerFixture.withAccounts { configuration in
+            configuration.limits.requestsPerSecond = 0.5
+            configuration.limits.requestBurst = 3
+        }
+        let token = try fixture.issue(user: "alice")
+        let absent = String(repeating: "ab", count: 32)
+        for _ in 0..<40 { #expect(try fixture.request("GET", Routes.chunks + absent, token: token.secret).status == 404) }
+        // 40 sixteenths: 2.5 of the 3 in the bucket are gone; a whole request is refused now.
+        #expect(try fixture.request("GET", Routes.changes, token: token.secret).status == 429)
+    }
+
     @Test func aTokenHoldsAtMostItsLongPolls() throws {
         let fixture = try ServerFixture.withAccounts { $0.limits.maxLongPollsPerToken = 2 }
         let alice = try fixture.issue(user: "alice")

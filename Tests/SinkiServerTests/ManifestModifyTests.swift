@@ -65,7 +65,8 @@ import Testing
         Rule(name: "a name in capitals", change: { $0.asset?.chunks?[1].sha256 = file.names[1].uppercased() }, says: "chunk 1 of"),
         Rule(name: "a name of 63 digits", change: { $0.asset?.chunks?[2].sha256.removeLast() }, says: "chunk 2 of"),
         Rule(name: "an empty chunk", change: { $0.asset?.chunks?[0].size = 0 }, says: "has 0 bytes"),
-        Rule(name: "a chunk over 4 MiB", change: { $0.asset?.chunks?[0].size = 4_194_305 }, says: "a chunk has 1 to 4194304"),
+        Rule(name: "a chunk over the largest", change: { $0.asset?.chunks?[0].size = ContentID.maxChunkSize + 1 },
+             says: "a chunk has 1 to \(ContentID.maxChunkSize)"),
         Rule(name: "sizes that do not add up", change: { $0.asset?.size += 1; $0.size += 1 }, says: "add up to 350000"),
         Rule(name: "a record size other than the asset's", change: { $0.size = 1 }, says: "the record 1"),
         Rule(name: "an id other than the manifest's hash", change: { $0.asset?.id = String(repeating: "0", count: 64) }, says: "hashes to \(file.hash)"),
@@ -79,16 +80,16 @@ import Testing
              }, says: "one names at most 4"),
         Rule(name: "over the server's largest upload",
              change: { record in
-                 let big = ChunkedFile(chunks: [[UInt8]](repeating: [UInt8](repeating: 7, count: 4_194_304), count: 3))
+                 let big = ChunkedFile(chunks: [[UInt8]](repeating: [UInt8](repeating: 7, count: Int(ContentID.maxChunkSize)), count: 4))
                  record = big.record(record.path)
-             }, status: 413, code: "too-large", says: "files of at most 10000000"),
+             }, status: 413, code: "too-large", says: "files of at most 8000000"),
     ]
 
     @Test(arguments: rules)
     func eachRuleOfAManifestIsChecked(_ rule: Rule) throws {
         let fixture = try ServerFixture {
             $0.limits.maxManifestChunks = 4
-            $0.uploads.maxSize = 10_000_000
+            $0.uploads.maxSize = 8_000_000
         }
         try fixture.uploadChunks(of: Self.file)
         var record = Self.file.record("G/rule.bin")

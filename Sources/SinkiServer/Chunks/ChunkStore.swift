@@ -1,3 +1,4 @@
+import Dispatch
 import CSystemShim
 import Foundation
 import Glibc
@@ -41,7 +42,7 @@ public final class ChunkStore: Sendable {
     /// For tests: called at the named points of a garbage collection, with the user.
     let collectionHook = Mutex<(@Sendable (CollectionPoint, String) -> Void)?>(nil)
 
-    /// The largest chunk (`ChunkProfile.large.maximum`, 4 MiB), as a chunk upload's length may be.
+    /// The largest chunk (`ChunkProfile.large.maximum`, 2 MiB), as a chunk upload's length may be.
     static let maxChunkBytes = Int64(ChunkProfile.large.maximum)
     /// Chunk times come from the kernel's coarse clock and may lag `Clock.now()` by a tick or so: a
     /// chunk changed this close before a `syncfs` began is synced again rather than assumed synced.
@@ -245,6 +246,53 @@ public final class ChunkStore: Sendable {
             do { try mark(user: user, prefix: prefix, chunk: name) } catch { logger.warning("chunk \(name): \(error)") }
         }
         return adoption
+    }
+
+    /// Where chunks' write-back is started, one after another, off the threads that answer requests.
+    private static let writeback = DispatchQueue(label: "sinki-chunk-writeback", qos: .utility)
+
+    /// Starts writing a new chunk's bytes to disk, later, on `writeback`.
+    static func startWriteback(of file: FileDescriptor, length: Int64) {
+        let fd = dup(file.raw)
+        guard fd >= 0 else { return }
+        writeback.async {
+            _ = sinki_start_writeback(fd, 0, length)
+            close(fd)
+        }
+    }
+
+    /// The folder the chunk `name` of `user` lives in, made when missing (with the user's folder).
+    func fanOut(user: String, chunk name: String) throws(SystemError) -> String {
+        try prepare(user)
+        let folder = userFolder(user) + "/" + name.prefix(2)
+        if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw SystemError("mkdir", errno: errno, path: folder) }
+        return folder
+    }
+
+    /// Gives an unnamed file holding a whole chunk (`DirectChunkWriter`) the chunk's name, under the
+    /// user's shared lock; when the user holds the chunk already at that size the file is simply let go
+    /// (and the chunk touched), at another size (a damaged copy) it replaces it. Only for tokens not
+    /// narrowed to a prefix: theirs go through `adopt(source:…)`, which checks and marks.
+    func adopt(anonymous file: FileDescriptor, length: Int64, user: String, chunk name: String) throws -> Adoption {
+        let lock = try lock(user, exclusive: false, create: true)
+        defer { withExtendedLifetime(lock) {} }
+        let target = path(user: user, chunk: name)
+        if linkat(AT_FDCWD, "/proc/self/fd/\(file.raw)", AT_FDCWD, target, AT_SYMLINK_FOLLOW) == 0 { return .stored }
+        let code = errno
+        guard code == EEXIST else { throw SystemError("link", errno: code, path: target) }
+        if Self.held(target)?.size == length {
+            _ = touch(user: user, chunk: name)
+            return .alreadyHeld
+        }
+        // Another size: the held copy is damaged. The new bytes take its place (receivers check every chunk).
+        let replacement = target + ".new." + RandomID.hex(bytes: 8)
+        try syscall("link", path: replacement) { linkat(AT_FDCWD, "/proc/self/fd/\(file.raw)", AT_FDCWD, replacement, AT_SYMLINK_FOLLOW) }
+        do { try syscall("rename", path: target) { rename(replacement, target) } } catch {
+            unlink(replacement)
+            throw error
+        }
+        logger.info("chunk \(name) held at another size replaced by an upload of \(length)")
+        return .stored
     }
 
     /// Leaves (or refreshes) the marker saying a token narrowed to `prefix` uploaded the chunk.

@@ -211,7 +211,8 @@ final class HTTPServer: Sendable {
             return refuse(context, connection, Problem(.unauthorized, detail: Authenticator.refusal))
         }
         context.tokenID = identity.tokenID
-        if let token = identity.tokenID, let wait = limiter.take(token) {
+        let transfer = context.path.hasPrefix(Routes.chunks) || context.path.hasPrefix(Routes.uploads)
+        if let token = identity.tokenID, let wait = limiter.take(token, cost: transfer ? RateLimiter.transferCost : 1) {
             return refuse(context, connection, RouteError(
                 Problem(.rateLimited, detail: "token \(token) sent more than its \(limiter.description); retry in \(wait) s"),
                 headers: [("Retry-After", String(wait))]))

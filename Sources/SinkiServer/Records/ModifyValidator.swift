@@ -87,7 +87,7 @@ struct ModifyValidator: Sendable {
     }
 
     /// A manifest (docs/chunking.md, "Manifests"): chunks named by 64 lowercase hex digits, each 1 byte
-    /// to 4 MiB, adding up to the asset's size, which is the record's; its hash is the asset's id and
+    /// to 2 MiB, adding up to the asset's size, which is the record's; its hash is the asset's id and
     /// `sha256`, and the record's `sha256` too for a file above `ContentID.wholeFileLimit`.
     private func checkManifest(_ record: Record, _ asset: Asset) -> Problem? {
         let chunks = asset.chunks ?? []

@@ -202,7 +202,7 @@ struct TusCreateRoute: Route {
         }
     }
 
-    /// A chunk upload's length: given at creation, 1 byte to the largest chunk (4 MiB), and within the
+    /// A chunk upload's length: given at creation, 1 byte to the largest chunk (2 MiB), and within the
     /// server's and the token's limits; never part of a concatenation.
     private func chunkLength(_ request: Request, length: Int64?, deferred: String?) throws(Problem) -> Int64 {
         guard request.header("Upload-Concat") == nil else {
@@ -245,6 +245,11 @@ struct TusCreateRoute: Route {
         if let declared = request.contentLength.map(Int64.init), let length, declared > length {
             throw Problem(.tooLarge, detail: "the body of \(declared) bytes is longer than Upload-Length \(length)")
         }
+        if let chunk, let length, request.contentLength.map(Int64.init) == length, request.scopePrefix == nil {
+            // A whole chunk in its creating request: straight into the user's chunks, no upload kept.
+            return .stream(try DirectChunkWriter(chunks: store.chunks, user: request.identity.user, name: chunk, length: length,
+                                                 checksum: checksum))
+        }
         let upload = try store.create(user: request.identity.user, length: length, metadata: metadata, concat: concat,
                                       scope: request.scopePrefix, chunk: chunk)
         do {
@@ -258,6 +263,14 @@ struct TusCreateRoute: Route {
     }
 
     func respond(to request: Request) throws -> Reply {
+        if let direct = request.sink as? DirectChunkWriter {
+            _ = try direct.commit()
+            // Done already: the id names no upload (a HEAD answers 404, and the client asks whether the
+            // chunk is held).
+            let location = TusEndpoint.location(RandomID.hex(bytes: 16), origin: PublicOrigin.of(request, behindProxy: behindProxy))
+            return .response(Response(status: 201, contentType: nil, headers: [("Location", location), ("Upload-Offset", String(direct.length))],
+                                      body: .bytes([])))
+        }
         let info: UploadInfo
         if let writer = request.sink as? ChunkWriter {
             info = try writer.commit()
