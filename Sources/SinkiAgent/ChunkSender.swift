@@ -35,6 +35,9 @@ struct ChunkSender {
         let reader = ChunkFileReader(file: source.file, size: source.size, from: source.resume?.offset ?? 0)
         var newBytes: Int64 = 0
         var read = source.resume?.offset ?? 0
+        // A file of up to 256 KiB is named by the SHA-256 of its bytes, not by its manifest: it is one
+        // batch, read whole, and hashed whole too (it costs nothing at that size).
+        let whole = ContentID.isManifest(size: source.size) ? nil : Digest(.sha256)
         progress(read, 0)
         var reading = Task { try await Blocking.run { try reader.next(maxBytes: Self.batchBytes) } }
         defer { reading.cancel() }
@@ -52,6 +55,7 @@ struct ChunkSender {
                 progress(read, sentNow)
             })
             chunks += batch.map(\.ref)
+            if let whole { for piece in batch { whole.update(piece.bytes) } }
             read += batch.reduce(0) { $0 + $1.ref.size }
             progress(read, newBytes)
             try await replica.saveUpload(source, progress: ChunkUploadProgress(path: source.path, stat: source.stat, offset: read, chunks: chunks))
@@ -64,7 +68,7 @@ struct ChunkSender {
         guard let manifest = ContentID.manifestHash(hex: chunks.map { ($0.sha256, $0.size) }) else {
             throw UploadSuperseded(path: source.path)
         }
-        let waits = try await replica.uploadFinished(source, chunks: chunks, manifest: manifest)
+        let waits = try await replica.uploadFinished(source, chunks: chunks, manifest: manifest, content: whole?.finishHex())
         return Outcome(chunks: chunks.count, bytes: newBytes, recordWaits: waits)
     }
 }

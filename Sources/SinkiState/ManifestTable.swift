@@ -20,8 +20,11 @@ public struct ChunkUploadProgress: Sendable, Equatable {
     public var chunks: [ChunkRef]
     /// The manifest hash, once every chunk is on the server: the record may then name it.
     public var manifest: String?
+    /// The file's content identity then (`ContentID`): the manifest hash, or for a file of up to 256 KiB
+    /// sent as chunks (an inline limit below that) the SHA-256 of its bytes.
+    public var content: String?
 
-    public init(path: String, stat: FileStat, offset: Int64 = 0, chunks: [ChunkRef] = [], manifest: String? = nil) {
+    public init(path: String, stat: FileStat, offset: Int64 = 0, chunks: [ChunkRef] = [], manifest: String? = nil, content: String? = nil) {
         self.path = path
         size = stat.size
         mtime = stat.mtime
@@ -30,6 +33,7 @@ public struct ChunkUploadProgress: Sendable, Equatable {
         self.offset = offset
         self.chunks = chunks
         self.manifest = manifest
+        self.content = content ?? manifest
     }
 
     /// Whether `stat` is still the file this progress was read from.
@@ -48,7 +52,8 @@ extension StateStore {
         -- A file holding a manifest is found by its content identity among large files only.
         CREATE INDEX IF NOT EXISTS files_content ON files(sha256) WHERE present = 1 AND size > \(ContentID.wholeFileLimit);
         CREATE TABLE IF NOT EXISTS chunk_uploads(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime INTEGER NOT NULL,
-            ctime INTEGER NOT NULL, inode INTEGER NOT NULL, offset INTEGER NOT NULL, chunks BLOB NOT NULL, manifest TEXT) WITHOUT ROWID;
+            ctime INTEGER NOT NULL, inode INTEGER NOT NULL, offset INTEGER NOT NULL, chunks BLOB NOT NULL, manifest TEXT,
+            content TEXT) WITHOUT ROWID;
         """
 
     /// Keeps a manifest and points each of its chunks at it (the newest manifest wins a chunk).
@@ -114,7 +119,7 @@ extension StateStore {
     // MARK: Uploads of chunks
 
     public func chunkUpload(_ path: String) throws(SQLiteError) -> ChunkUploadProgress? {
-        let statement = try database.prepare("SELECT size, mtime, ctime, inode, offset, chunks, manifest FROM chunk_uploads WHERE path = ?")
+        let statement = try database.prepare("SELECT size, mtime, ctime, inode, offset, chunks, manifest, content FROM chunk_uploads WHERE path = ?")
         try statement.bind([path])
         defer { statement.reset() }
         guard try statement.step() else { return nil }
@@ -124,16 +129,17 @@ extension StateStore {
                                            offset: statement.int64(4))
         progress.chunks = (ManifestCoding.decode(statement.blob(5)) ?? []).map { ChunkRef(sha256: $0.sha256, size: $0.size) }
         progress.manifest = statement.optionalText(6)
+        progress.content = statement.optionalText(7)
         return progress
     }
 
     public func saveChunkUpload(_ progress: ChunkUploadProgress) throws(SQLiteError) {
         try database.run("""
-            INSERT INTO chunk_uploads(path, size, mtime, ctime, inode, offset, chunks, manifest) VALUES(?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO chunk_uploads(path, size, mtime, ctime, inode, offset, chunks, manifest, content) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime = excluded.mtime, ctime = excluded.ctime, inode = excluded.inode,
-                offset = excluded.offset, chunks = excluded.chunks, manifest = excluded.manifest
+                offset = excluded.offset, chunks = excluded.chunks, manifest = excluded.manifest, content = excluded.content
             """, progress.path, progress.size, progress.mtime, progress.ctime, progress.inode, progress.offset,
-                         ManifestCoding.encode(progress.chunks.map { ($0.sha256, $0.size) }), progress.manifest)
+                         ManifestCoding.encode(progress.chunks.map { ($0.sha256, $0.size) }), progress.manifest, progress.content)
     }
 
     public func removeChunkUpload(_ path: String) throws(SQLiteError) {

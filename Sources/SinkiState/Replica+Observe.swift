@@ -519,7 +519,11 @@ extension Replica {
     /// pair: it is still gone here and its tombstone not yet sent (once the server has it, or the path
     /// holds something again, a new file with the same bytes is only a new file).
     func renameCandidateStillGone(_ source: String) throws -> Bool {
-        guard let row = try store.file(source), !row.present else { return false }
-        return try store.outboxEntry(source) != nil
+        guard let row = try store.file(source) else { return false }
+        if !row.present { return try store.outboxEntry(source) != nil }
+        // Still recorded as present: a walk found it gone and records that in a later chunk (gone paths
+        // come after the present ones). Gone on disk still is what counts.
+        guard let path = try? RecordPath(validating: source), let local = locate(path) else { return false }
+        return entry(root: local.root.index, relative: local.relative) == nil
     }
 }

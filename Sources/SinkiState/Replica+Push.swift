@@ -211,7 +211,8 @@ extension Replica {
                 if let asset = job.asset {
                     record.asset = asset
                     record.size = asset.size
-                    record.sha256 = asset.sha256
+                    // The content's name (`ContentID`): the manifest's hash above 256 KiB, else the SHA-256.
+                    record.sha256 = job.row.sha256
                     return (record, nil)
                 }
                 if let cached = job.cached {

@@ -72,7 +72,7 @@ extension Replica {
             LEFT JOIN chunk_uploads c ON c.path = o.path
             WHERE f.present = 1 AND f.kind = 0 AND f.size > ? AND o.last_error IS NULL AND f.moved_from IS NULL
               AND (f.tag = 0 OR f.synced_deleted = 1 OR f.synced_sha256 IS NOT f.sha256 OR o.resend = 1)
-              AND NOT coalesce(c.manifest IS NOT NULL AND c.manifest = f.sha256 AND c.size = f.size AND c.mtime = f.mtime
+              AND NOT coalesce(c.manifest IS NOT NULL AND c.content = f.sha256 AND c.size = f.size AND c.mtime = f.mtime
                                AND c.ctime = f.ctime AND c.inode = f.inode, 0)
             ORDER BY o.queued_at, o.path LIMIT ?
             """, inlineLimit, limit + excluding.count) { row in
@@ -105,7 +105,8 @@ extension Replica {
         }
         var source = UploadSource(path: path, file: held, stat: stat)
         if let progress = try store.chunkUpload(path) {
-            if progress.matches(stat), progress.manifest == nil {
+            // A file of up to 256 KiB is read whole to be named (`ChunkSender`): it never goes on part-way.
+            if progress.matches(stat), progress.manifest == nil, ContentID.isManifest(size: stat.size) {
                 source.resume = progress
             } else {
                 try store.removeChunkUpload(path)
@@ -124,19 +125,22 @@ extension Replica {
         try store.saveChunkUpload(progress)
     }
 
-    /// Every chunk of the file is on the server and `manifest` names its content: the row takes that
-    /// identity and the record may carry the manifest. Returns whether there is a record to send (a
-    /// file touched but not changed has none). Throws `UploadSuperseded` when the file changed meanwhile.
+    /// Every chunk of the file is on the server and `manifest` is their list's hash; `content` is the
+    /// file's identity (the manifest hash, or the SHA-256 of a file of up to 256 KiB): the row takes it
+    /// and the record may carry the manifest. Returns whether there is a record to send (a file touched
+    /// but not changed has none). Throws `UploadSuperseded` when the file changed meanwhile.
     @discardableResult
-    public func uploadFinished(_ source: UploadSource, chunks: [ChunkRef], manifest: String) throws -> Bool {
-        try store.transaction {
+    public func uploadFinished(_ source: UploadSource, chunks: [ChunkRef], manifest: String, content: String? = nil) throws -> Bool {
+        let content = content ?? manifest
+        return try store.transaction {
             guard var row = try store.file(source.path), row.present, row.matches(source.stat) else {
                 throw UploadSuperseded(path: source.path)
             }
-            let progress = ChunkUploadProgress(path: source.path, stat: source.stat, offset: source.size, chunks: chunks, manifest: manifest)
+            let progress = ChunkUploadProgress(path: source.path, stat: source.stat, offset: source.size, chunks: chunks, manifest: manifest,
+                                               content: content)
             try store.saveManifest(manifest, chunks: chunks)
-            if row.sha256 != manifest {
-                row.sha256 = manifest
+            if row.sha256 != content {
+                row.sha256 = content
                 try store.saveFile(row)
             }
             let resend = try store.outboxEntry(source.path)?.resend == true
@@ -175,9 +179,9 @@ extension Replica {
 
     /// The asset a push of `row` may carry: the manifest of exactly its content, every chunk on the server.
     func finishedAsset(for row: KnownFile) throws -> Asset? {
-        guard !row.sha256.isEmpty, let progress = try store.chunkUpload(row.path), progress.manifest == row.sha256,
+        guard !row.sha256.isEmpty, let progress = try store.chunkUpload(row.path), let manifest = progress.manifest, progress.content == row.sha256,
               progress.size == row.size, progress.mtime == row.mtime, progress.ctime == row.ctime, progress.inode == row.inode else { return nil }
-        return Asset(manifestHash: row.sha256, chunks: progress.chunks)
+        return Asset(manifestHash: manifest, chunks: progress.chunks)
     }
 }
 

@@ -132,13 +132,16 @@ import Testing
         guard let source = try await replica.openForUpload(path) else { return nil }
         let reader = ChunkFileReader(file: source.file, size: source.size, from: 0)
         var chunks: [ChunkRef] = []
+        var bytes: [UInt8] = []
         while true {
             let batch = try reader.next(maxBytes: 4 << 20)
             if batch.isEmpty { break }
             chunks += batch.map(\.ref)
+            if !ContentID.isManifest(size: source.size) { for piece in batch { bytes += piece.bytes } }
         }
         let manifest = try #require(ContentID.manifestHash(hex: chunks.map { ($0.sha256, $0.size) }))
-        return (chunks, try await replica.uploadFinished(source, chunks: chunks, manifest: manifest))
+        let content = ContentID.isManifest(size: source.size) ? manifest : Digest.sha256Hex(bytes)
+        return (chunks, try await replica.uploadFinished(source, chunks: chunks, manifest: manifest, content: content))
     }
 
     @Test func theScanDoesNotReadALargeFileItsUploadNamesItAndThePushCarriesTheManifest() async throws {
@@ -162,6 +165,24 @@ import Testing
         var tag: Int64 = 0
         _ = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
         #expect(await fixture.replica.pendingCount == 0)
+    }
+
+    /// Below 256 KiB a file is named by the SHA-256 of its bytes even when an agent's inline limit is
+    /// lower and it travels as chunks: the record names that, its asset the manifest.
+    @Test func aSmallFileSentAsChunksKeepsItsNameAndCarriesItsManifest() async throws {
+        let fixture = try Fixture()
+        await fixture.replica.setInlineLimit(64 << 10)
+        let content = Self.bytes(100 << 10, seed: 54)
+        try Self.writeFile(fixture.root + "/small.bin", content)
+        _ = try await fixture.replica.check(root: 0, paths: ["small.bin"])
+        let sent = try #require(try await Self.upload(fixture.replica, "Saves/small.bin"))
+        #expect(try await fixture.replica.knownFile("Saves/small.bin")?.sha256 == Digest.sha256Hex(content))
+        #expect(try await fixture.replica.uploadCandidates(limit: 10, excluding: []).isEmpty, "uploaded once, not again and again")
+        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        let record = try #require(batch.first?.record)
+        #expect(record.sha256 == Digest.sha256Hex(content) && record.sha256 == ContentID.of(content))
+        let asset = try #require(record.asset)
+        #expect(asset.isManifest && asset.chunks == sent.chunks && asset.sha256 == ContentID.manifestHash(hex: sent.chunks.map { ($0.sha256, $0.size) }))
     }
 
     @Test func aLargeFileTouchedButNotChangedSendsNoRecord() async throws {

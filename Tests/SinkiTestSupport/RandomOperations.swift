@@ -409,7 +409,7 @@ public final class RandomOperations: @unchecked Sendable {
         // Read back through this descriptor: the bytes of this inode, whatever is at the path now.
         let content = Self.readAll(fd)
         _ = fstat(fd, &info)
-        operation.written = [FileOperation.Version(path: path, size: content.count, sha256: Digest.sha256Hex(content), orphaned: info.st_nlink == 0)]
+        operation.written = [FileOperation.Version(path: path, size: content.count, sha256: ContentID.of(content), orphaned: info.st_nlink == 0)]
         operation.done = failure == nil
         operation.error = failure
         if before == content {

@@ -114,7 +114,7 @@ public struct RootContents: Equatable {
                     pending.append(path)
                 case S_IFREG:
                     let bytes = FileManager.default.contents(atPath: root + "/" + path).map { Array($0) } ?? []
-                    entries[path] = Entry(kind: "file", size: bytes.count, sha256: Digest.sha256Hex(bytes), mode: mode)
+                    entries[path] = Entry(kind: "file", size: bytes.count, sha256: ContentID.of(bytes), mode: mode)
                 case S_IFLNK:
                     entries[path] = Entry(kind: "link", size: 0, sha256: "", mode: mode)
                 default:
