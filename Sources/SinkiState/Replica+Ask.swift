@@ -36,7 +36,7 @@ extension Replica {
         if !remote.deleted && remote.kind == .file {
             if Self.isAssetContent(remote) {
                 // A large file's version is copied from its checked download, never read into memory.
-                let source = try FileDescriptor.open(downloadPath(remote.sha256), flags: O_RDONLY | O_NOFOLLOW)
+                let source = try FileDescriptor.open(downloadPath(of: remote), flags: O_RDONLY | O_NOFOLLOW)
                 remoteSide.copy = try createAside(item.path, device: remote.device, time: now) { try source.copyAll(to: $0) }
             } else {
                 let bytes = try Self.content(of: remote)

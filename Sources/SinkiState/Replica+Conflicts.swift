@@ -122,7 +122,7 @@ extension Replica {
                 var content = MergeVersion.Content.none
                 if readsContent, Self.isAssetContent(remote) {
                     // A large file's version was downloaded and checked before its conflict came here.
-                    content = .file(downloadPath(remote.asset?.sha256 ?? remote.sha256))
+                    content = .file(downloadPath(of: remote))
                 } else if readsContent {
                     do { content = .bytes(try Self.content(of: remote)) } catch {
                         try keepNotApplied(remote, ApplyFailure.from(error), report: &out.report)

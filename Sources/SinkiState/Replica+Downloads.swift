@@ -66,6 +66,10 @@ extension Replica {
     /// Where the download of the content with this SHA-256 waits once checked.
     func downloadPath(_ sha256: String) -> String { downloadsDirectory + "/" + sha256 }
 
+    /// Where the checked download of `record`'s asset waits (named by the asset: a manifest's hash is
+    /// not the record's name for a file of up to 256 KiB).
+    func downloadPath(of record: Record) -> String { downloadPath(record.asset?.sha256 ?? record.sha256) }
+
     /// Whether `record`'s bytes are a large file's asset (downloaded and checked before use), not inline.
     static func isAssetContent(_ record: Record) -> Bool { record.data == nil && record.size > 0 && record.asset != nil }
 

@@ -69,10 +69,11 @@ import Testing
         var out: [String: Int] = [:]
         guard let walker = FileManager.default.enumerator(atPath: base) else { return out }
         while let relative = walker.nextObject() as? String {
-            let name = (relative as NSString).lastPathComponent
-            guard name.utf8.count == 64, name.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }),
+            // USER/XX/HASH: the user's folder is named by 64 hex digits too.
+            let parts = relative.split(separator: "/")
+            guard parts.count == 3, parts[2].utf8.count == 64,
                   let size = (try? FileManager.default.attributesOfItem(atPath: base + "/" + relative))?[.size] as? Int else { continue }
-            out[name] = size
+            out[String(parts[2])] = size
         }
         return out
     }
@@ -321,7 +322,7 @@ import Testing
         let walker = try #require(FileManager.default.enumerator(atPath: base))
         var stored: String?
         while stored == nil, let relative = walker.nextObject() as? String {
-            if relative.hasSuffix(victim.sha256) { stored = base + "/" + relative }
+            if relative.hasSuffix(victim.sha256), relative.split(separator: "/").count == 3 { stored = base + "/" + relative }
         }
         let chunkPath = try #require(stored)
         var damaged = try #require(FileManager.default.contents(atPath: chunkPath))

@@ -1,5 +1,6 @@
 import Foundation
 import SinkiRecord
+import SinkiSupport
 import SinkiTestSupport
 import Testing
 
@@ -63,8 +64,8 @@ import Testing
         let (second, secondURL) = try startSecondServer(cluster, database: database.url, extra: ["--behind-proxy"])
         defer { _ = second.stop() }
         let secondPort = try #require(Int(secondURL.split(separator: ":").last!))
-        // One public address; the second server takes over when the first stops answering. A PATCH cut
-        // off mid-body is never sent again by nginx (its body is streamed): the agent resumes it.
+        // One public address; the second server takes over when the first stops answering. A chunk's
+        // POST cut off mid-body is never sent again by nginx (its body is streamed): the agent sends it again.
         let port = freePort()
         let nginx = try Nginx.start(cluster.directory, port: port, http: """
             upstream sync {
@@ -79,40 +80,40 @@ import Testing
         defer { _ = nginx.stop() }
         let front = "http://127.0.0.1:\(port)"
         let config = cluster.directory.child("slow.conf")
-        try writeFile(config, "[transfer]\nchunk-size = 256KiB\nmax-rate = 1MiB\n")
+        try writeFile(config, "[transfer]\nmax-rate = 1MiB\n")
         try cluster.startAgent("a", server: front, extra: ["--config", config])
         try cluster.startAgent("b", server: secondURL)
 
         let big = Data(randomData(5 << 20))
         try writeFile(cluster.root("a") + "/big.bin", big)
-        // Once a part of it is in the shared data folder, the server taking it dies.
-        let uploads = try #require(cluster.serverData) + "/uploads"
-        /// The most bytes any upload's info says it holds.
+        // Once some of its chunks are in the shared data folder, the server taking them dies.
+        let chunks = try #require(cluster.serverData) + "/chunks"
+        /// Bytes of the chunks the servers hold.
         func received() -> Int {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: uploads)) ?? []
-            return names.filter { $0.hasSuffix(".info") }.compactMap { name -> Int? in
-                guard let data = FileManager.default.contents(atPath: uploads + "/" + name),
-                      let info = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
-                return info["offset"] as? Int
-            }.max() ?? 0
+            guard let walker = FileManager.default.enumerator(atPath: chunks) else { return 0 }
+            var total = 0
+            while let relative = walker.nextObject() as? String {
+                // USER/XX/HASH: the user's folder is named by 64 hex digits too.
+                guard relative.split(separator: "/").count == 3 else { continue }
+                total += (try? FileManager.default.attributesOfItem(atPath: chunks + "/" + relative))?[.size] as? Int ?? 0
+            }
+            return total
         }
-        try waitUntilSync("a part of the upload to arrive", timeout: 30) { received() >= 1 << 20 }
+        try waitUntilSync("some chunks to arrive", timeout: 30) { received() >= 1 << 20 }
         cluster.killServer()
         try #require(received() < big.count, "the first server was to die before the upload's end")
 
         try await cluster.waitForConvergence("a", "b", timeout: 60) { $0.entries["big.bin"] != nil }
         #expect(FileManager.default.contents(atPath: cluster.root("b") + "/big.bin") == big)
-        // Its chunks went through both servers, to one upload, and what was sent again is at most the
-        // chunk the dying server was taking (plus the one in flight).
-        let patches = Nginx.accessLog(cluster.directory).split(separator: "\n").filter { $0.hasPrefix("PATCH /v1/uploads/") }
-        let ids = Set(patches.map { $0.split(separator: " ")[1] })
-        #expect(ids.count == 1, "\(patches)")
-        #expect(patches.contains { $0.hasSuffix("upstream=127.0.0.1:\(firstPort)") }, "\(patches)")
-        #expect(patches.contains { $0.hasSuffix("upstream=127.0.0.1:\(secondPort)") }, "\(patches)")
+        // Its chunks went through both servers, into one store, and what was sent again is at most the
+        // chunks the dying server was taking.
+        let posts = Nginx.accessLog(cluster.directory).split(separator: "\n").filter { $0.hasPrefix("POST /v1/uploads/") }
+        #expect(posts.contains { $0.hasSuffix("upstream=127.0.0.1:\(firstPort)") }, "\(posts)")
+        #expect(posts.contains { $0.hasSuffix("upstream=127.0.0.1:\(secondPort)") }, "\(posts)")
         let log = try #require(cluster.agent("a")?.errors)
         let line = try #require(log.split(separator: "\n").last { $0.contains("uploaded \"SaveGames/big.bin\"") }, "\(log.suffix(3000))")
-        let sent = try #require(Int(line.components(separatedBy: "bytes, ").last?.prefix { $0.isNumber } ?? ""))
-        #expect(sent <= big.count + 2 * 256 * 1024, "\(line)")
+        let sent = try #require(Int(line.components(separatedBy: "chunk(s), ").last?.prefix { $0.isNumber } ?? ""))
+        #expect(sent <= big.count + 4 * Int(ContentID.maxChunkSize), "\(line)")
     }
 }
 

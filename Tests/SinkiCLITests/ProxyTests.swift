@@ -55,12 +55,23 @@ import Testing
         try writeFile(cluster.root("b") + "/back.txt", "and back")
         try await cluster.waitForConvergence("a", "b", timeout: 10) { $0.entries.count == 3 }
 
-        // The upload went to the https URL the server built from the proxy's headers.
+        // The chunks went up and came down through the proxy.
         let log = try #require(cluster.agent("a")?.errors)
-        #expect(log.contains("POST \(url)/v1/uploads/"), "no upload through the proxy")
-        #expect(log.contains("PATCH \(url)/v1/uploads/"), "the upload's Location was not the proxy's https URL")
+        #expect(log.contains("POST \(url)/v1/uploads/"), "no chunk upload through the proxy")
+        #expect(cluster.agent("b")?.errors.contains("GET \(url)/v1/chunks/") == true, "no chunk download through the proxy")
         let access = Nginx.accessLog(cluster.directory)
-        #expect(access.contains("PATCH /v1/uploads/"))
+        #expect(access.contains("POST /v1/uploads/") && access.contains("GET /v1/chunks/"))
         #expect(access.contains("GET /v1/changes"))
+        // An upload created without its bytes (as a plain tus client makes one) gets the https URL the
+        // server built from the proxy's headers, which is where its PATCHes then go.
+        let token = try String(contentsOfFile: try #require(try cluster.tokenFile(for: "a")), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let curl = try ChildProcess("/usr/bin/curl", ["-sS", "-D", "-", "-o", "/dev/null", "--cacert", cert, "-X", "POST",
+                                                      "-H", "Tus-Resumable: 1.0.0", "-H", "Upload-Length: 10", "-H", "Authorization: Bearer \(token)",
+                                                      url + "/v1/uploads/"], logDirectory: cluster.directory.path, label: "curl")
+        #expect(curl.waitForExit(timeout: 30) == 0, "curl: \(curl.errors)")
+        let location = curl.output.split(separator: "\r\n").first { $0.lowercased().hasPrefix("location:") }
+        #expect(location?.dropFirst("location:".count).trimmingCharacters(in: .whitespaces).hasPrefix(url + "/v1/uploads/") == true,
+                "the upload's Location was not the proxy's https URL: \(curl.output)")
     }
 }

@@ -91,8 +91,9 @@ public final class ChunkStore: Sendable {
         let folder = userFolder(user)
         if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw SystemError("mkdir", errno: errno, path: folder) }
         guard access(folder + "/user", F_OK) != 0 else { return }
-        // Per process: two servers may make the folder at once; each writes its own and renames it in.
-        let temporary = folder + "/user.tmp." + String(getpid())
+        // Per call: two servers, or two requests of one, may make the folder at once; each writes its
+        // own and renames it in.
+        let temporary = folder + "/user.tmp." + String(getpid()) + "." + RandomID.hex(bytes: 8)
         let file = try FileDescriptor.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
         try file.write(Array(user.utf8))
         try syscall("rename", path: temporary) { rename(temporary, folder + "/user") }
