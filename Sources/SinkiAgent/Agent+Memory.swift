@@ -7,10 +7,26 @@ extension Agent {
     /// scanned 100,000 files keeps hundreds of MiB it no longer uses.
     func trimMemory() {
         let now = Clock.monotonic()
-        guard now - lastTrim > 5_000_000_000 else { return }
+        guard now - lastTrim > Self.trimSpacing else {
+            // Too soon after the last: once, when the spacing is over, or the end of a burst that came
+            // just after a trim would keep its memory until the next burst (an idle agent at a million
+            // files stayed at 245 MiB).
+            guard !trimScheduled, let sleeper else { return }
+            trimScheduled = true
+            let wait = UInt64((lastTrim + Self.trimSpacing - now) / 1_000_000) + 1
+            Task {
+                _ = await sleeper.sleep(milliseconds: wait)
+                trimScheduled = false
+                trimMemory()
+            }
+            return
+        }
         lastTrim = now
         _ = sinki_malloc_trim()
     }
+
+    /// At most one trim this often: a trim after a burst of a million allocations takes a while.
+    static let trimSpacing: Int64 = 5_000_000_000
 
     /// Fewer malloc arenas than glibc's default (8 per core): the agent's parallel work is short
     /// bursts, and every arena keeps its own high-water mark.

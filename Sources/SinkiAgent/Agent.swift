@@ -78,6 +78,8 @@ public actor Agent {
     var lookingAtDisk = false
     var diskTask: Task<Void, Never>?
     var lastTrim: Int64 = 0
+    /// A trim waits for `trimSpacing` to pass since the last.
+    var trimScheduled = false
     var startTask: Task<Void, Never>?
     var watchLimitWarned = false
     var unwatchedCount = 0
