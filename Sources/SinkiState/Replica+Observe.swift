@@ -290,15 +290,22 @@ extension Replica {
         let started = Clock.monotonic()
         defer { logger.debug("absorb \(observations.count): \((Clock.monotonic() - started) / 1_000_000) ms, read \(report.hashed)") }
         var observations = observations
-        // A path seen gone may have come back since the walk (another call ran between chunks).
-        for index in observations.indices where observations[index].stat == nil {
-            if let now = try? safeRoots[observations[index].root].stat(observations[index].relative), now.kind != .special {
+        let inlineLimit = self.inlineLimit
+        // What the walk saw may have changed since (other calls run between its chunks: a rename the
+        // watcher reported before these rows existed found nothing to move). A path seen gone may have
+        // come back; and what is recorded without being read (folders, files sent as chunks) must still
+        // be there as seen, or the row would say present for good with nothing on disk (the fault
+        // suite's seed 3: a folder renamed away during the first scan after a start).
+        for index in observations.indices {
+            guard observations[index].stat.map({ $0.kind == .directory || ($0.kind == .file && $0.size > inlineLimit) }) ?? true else { continue }
+            let now = try? safeRoots[observations[index].root].stat(observations[index].relative)
+            if let now, now.kind != .special {
                 observations[index].stat = now
-            } else if let row = observations[index].known, row.present {
-                rememberGone(row)
+            } else {
+                observations[index].stat = nil
+                if let row = observations[index].known, row.present { rememberGone(row) }
             }
         }
-        let inlineLimit = self.inlineLimit
         // A file sent as chunks is not read here: its upload reads it once, cutting and hashing chunks
         // as it sends them, and names its content when the last chunk is cut (docs/chunking.md).
         let deferred = observations.indices.filter { observations[$0].stat.map { $0.kind == .file && $0.size > inlineLimit } ?? false }
