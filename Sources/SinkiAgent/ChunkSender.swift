@@ -18,8 +18,9 @@ struct ChunkSender {
     /// Bytes of the file read so far, and of them sent as new chunks.
     let progress: (Int64, Int64) -> Void
 
-    /// About this much of the file per batch: one missing-chunks request each.
-    static let batchBytes = 16 << 20
+    /// About this much of the file per batch: one missing-chunks request each. Two batches are in memory
+    /// at once (one sent while the next is read), with the copies the transfer makes.
+    static let batchBytes = 8 << 20
 
     struct Outcome {
         var chunks: Int
@@ -48,7 +49,11 @@ struct ChunkSender {
             let lacking = Set(try await sync.missingChunks(batch.map(\.ref.sha256)))
             // A chunk twice in one batch (runs of zeros) goes once.
             var named = Set<String>()
-            let toSend = batch.filter { lacking.contains($0.ref.sha256) && named.insert($0.ref.sha256).inserted }
+            var toSend = batch.filter { lacking.contains($0.ref.sha256) && named.insert($0.ref.sha256).inserted }
+            if !toSend.isEmpty {
+                let unchecked = toSend
+                toSend = try await Blocking.run { ChunkFileReader.withChecksums(unchecked) }
+            }
             var sentNow = newBytes
             newBytes += try await tus.uploadChunks(toSend, width: width, sent: { bytes in
                 sentNow += bytes

@@ -5,7 +5,7 @@ import SinkiSupport
 import Synchronization
 
 /// Reads a large file once, from a chunk boundary to its end, cutting it into content-defined chunks
-/// and naming each by its SHA-256 (with its CRC-32 for the wire): the sender's one read and one hash
+/// and naming each by its SHA-256: the sender's one read and one hash
 /// of a file it sends as chunks. The chunks come a batch at a time, so that those already read can be
 /// sent while the next are read; each batch is hashed on every core.
 ///
@@ -71,12 +71,21 @@ public final class ChunkFileReader: Sendable {
             }
             return out
         }
-        // Naming is the costly part: every core, a chunk each.
+        // Naming is the costly part: every core, a chunk each. The CRC-32 the wire wants is left for the
+        // chunks the server lacks (`withChecksums`): after an edit, a few of thousands.
         return Blocking.map(raw) { piece in
             piece.bytes.withUnsafeBytes { bytes in
-                ChunkPayload(ref: ChunkRef(sha256: Hex.encode(Digest.hash(bytes)), size: Int64(piece.bytes.count)),
-                             bytes: piece.bytes, crc32: Digest.hash(bytes, .crc32))
+                ChunkPayload(ref: ChunkRef(sha256: Hex.encode(Digest.hash(bytes)), size: Int64(piece.bytes.count)), bytes: piece.bytes, crc32: [])
             }
+        }
+    }
+
+    /// `chunks` with their CRC-32s, computed on every core.
+    public static func withChecksums(_ chunks: [ChunkPayload]) -> [ChunkPayload] {
+        Blocking.map(chunks) { chunk in
+            var out = chunk
+            out.crc32 = Digest.hash(chunk.bytes, .crc32)
+            return out
         }
     }
 }

@@ -40,7 +40,7 @@ import Testing
         }
         #expect(read.map(\.ref.sha256) == expected.map { Hex.encode($0.sha256) })
         #expect(read.map(\.ref.size) == expected.map { Int64($0.length) })
-        #expect(read.allSatisfy { $0.crc32 == Digest.hash($0.bytes, .crc32) })
+        #expect(ChunkFileReader.withChecksums(read).allSatisfy { $0.crc32 == Digest.hash($0.bytes, .crc32) })
         #expect(Array(read.map(\.bytes).joined()) == content)
         // From the end of the fourth chunk: the same chunks after it.
         let start = expected[4].offset
