@@ -3,7 +3,7 @@
 Every benchmark runs sinkid and the peers in the same sequence, several times, and prints median and
 minimum with the ratio against each peer measured in the same run.
 """
-import atexit, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import atexit, json, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -260,20 +260,28 @@ def serve(scratch, name="server", log_level="warning", extra=()):
 class SinkiPair:
     """A sinki server and two agents (A and B) on roots named `root_name`, idle and caught up."""
 
-    def __init__(self, scratch, root_name, extra_agent_args=()):
+    def __init__(self, scratch, root_name, extra_agent_args=(), count_bytes=False):
+        """count_bytes: each agent reaches the server through its own port of a `CountingProxy`
+        (`self.proxy`, labels "A" and "B")."""
         self.s = scratch
         self.server, self.port, data = serve(scratch)
+        self.proxy = CountingProxy({"A": self.port, "B": self.port}) if count_bytes else None
         self.roots = {}
         self.agents = {}
-        for name in ("B", "A"):
-            root = scratch(name, root_name)
-            os.makedirs(root, exist_ok=True)
-            self.roots[name] = root
-            self.agents[name] = Proc([sinkid(), "--root", root, "--server", f"http://127.0.0.1:{self.port}",
-                                      "--state", scratch(name, "state"), "--device", name, "--log-level", "info",
-                                      "--token-file", token_file(scratch, data, name), *extra_agent_args], scratch(f"agent-{name}.log"))
-        for agent in self.agents.values():
-            agent.wait_for(r"up to date with")
+        try:
+            for name in ("B", "A"):
+                root = scratch(name, root_name)
+                os.makedirs(root, exist_ok=True)
+                self.roots[name] = root
+                port = self.proxy.ports[name] if self.proxy else self.port
+                self.agents[name] = Proc([sinkid(), "--root", root, "--server", f"http://127.0.0.1:{port}",
+                                          "--state", scratch(name, "state"), "--device", name, "--log-level", "info",
+                                          "--token-file", token_file(scratch, data, name), *extra_agent_args], scratch(f"agent-{name}.log"))
+            for agent in self.agents.values():
+                agent.wait_for(r"up to date with")
+        except BaseException:
+            self.stop()  # nothing started here outlives a failed start
+            raise
 
     def wait_listen(self, timeout=15):
         deadline = time.monotonic() + timeout
@@ -289,6 +297,8 @@ class SinkiPair:
         for agent in self.agents.values():
             agent.stop()
         self.server.stop()
+        if self.proxy:
+            self.proxy.stop()
 
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -317,3 +327,64 @@ def descendants(pid):
     except FileNotFoundError:
         pass
     return out
+
+
+class CountingProxy:
+    """bench/countproxy.py in a process of its own: one loopback port per label, forwarding to the
+    given target port and counting the bytes each way. `ports[label]` is where tools connect;
+    `counts()` is {label: {"up", "down", "connections"}} ("up": from the connecting side)."""
+
+    def __init__(self, targets):
+        self.p = subprocess.Popen([sys.executable, os.path.join(HERE, "countproxy.py"),
+                                   *[f"{label}={port}" for label, port in targets.items()]],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        self.ports = json.loads(self.p.stdout.readline())
+
+    def counts(self):
+        self.p.stdin.write("counts\n")
+        self.p.stdin.flush()
+        return json.loads(self.p.stdout.readline())
+
+    def quiet_counts(self, quiet=1.0, timeout=15):
+        """The counts once nothing has moved for `quiet` seconds (the tail of an exchange, such as an
+        acknowledgement after the file is in place, belongs to it)."""
+        last, since = self.counts(), time.monotonic()
+        deadline = since + timeout
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            now = self.counts()
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                break
+        return last
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.stdin.close()
+            try:
+                self.p.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+
+
+def cpu_with_reaped(pid):
+    """CPU seconds of the process, of its children it has waited for (cutime, cstime: rsync's
+    per-file children under lsyncd and per-connection children under its daemon) and of every
+    process below it still running."""
+    total = 0
+    for p in [pid] + descendants(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in parts[11:15]) / TICK  # utime, stime, cutime, cstime
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def loadavg():
+    """The 1-minute load average: how busy the shared machine was around a figure."""
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
