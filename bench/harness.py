@@ -148,40 +148,93 @@ def chosen_peers(peers, only):
     return [p for p in peers if (p[2] is None or have(p[2])) and (not only or p[0].split()[0] in only.split(","))]
 
 
-def run_rounds(chosen, runs, label, template):
+def run_rounds(chosen, runs, label, template, extras=None):
     """Each of `chosen` (name, fn, binary) once per round, in the same order, each in a fresh
-    scratch folder `label`; a tool that fails is reported, not fatal. Returns the samples by name."""
+    scratch folder `label`; a tool that fails is reported, not fatal. Returns the samples by name.
+    A fn may return seconds, or (seconds, {process: CPU seconds}); with `extras` (a dict), the CPU
+    figures and the load average at the start of each run go to extras[name]["cpu"] and ["load"]."""
     samples = {name: [] for name, _, _ in chosen}
+    if extras is not None:
+        extras.update({name: {"cpu": [], "load": []} for name, _, _ in chosen})
     for run in range(runs):
         for name, fn, _ in chosen:
             scratch = Scratch(label)
             try:
-                samples[name].append(fn(template, scratch))
+                load = loadavg()
+                result = fn(template, scratch)
+                seconds, cpu = result if isinstance(result, tuple) else (result, None)
+                samples[name].append(seconds)
+                if extras is not None:
+                    extras[name]["load"].append(load)
+                    if cpu is not None:
+                        extras[name]["cpu"].append(cpu)
             except Exception as e:
                 print(f"  {name}: run {run + 1} failed: {e}", file=sys.stderr)
             finally:
                 scratch.close()
-        print(f"  run {run + 1}/{runs}: " + ", ".join(f"{n} {samples[n][-1]:.3f}s" for n, _, _ in chosen if samples[n]), flush=True)
+        print(f"  run {run + 1}/{runs} (load {loadavg():.2f}): " + ", ".join(f"{n} {samples[n][-1]:.3f}s" for n, _, _ in chosen if samples[n]), flush=True)
     return samples
 
 
-def summarize(name, samples):
+def summarize(name, samples, extra=None):
+    """Median and minimum of `samples`, with the medians of the CPU figures and the loads from
+    `extra` (one of run_rounds' extras) when given."""
     if not samples:
         return None
-    return {"name": name, "median": statistics.median(samples), "min": min(samples), "runs": len(samples)}
+    row = {"name": name, "median": statistics.median(samples), "min": min(samples), "runs": len(samples)}
+    if extra:
+        row["cpu"] = median_of(extra["cpu"]) if extra["cpu"] else {}
+        row["load"] = extra["load"]
+    return row
 
 
 def print_table(title, rows, unit="s", ours="sinkid"):
     print(f"\n{title}")
     base = next((r for r in rows if r and r["name"] == ours), None)
-    print(f"  {'tool':<22}{'median':>10}{'min':>10}{'runs':>6}   {'sinkid is':>12}")
+    with_cpu = any(r and "cpu" in r for r in rows)
+    print(f"  {'tool':<22}{'median':>10}{'min':>10}{'runs':>6}   {'sinkid is':>12}" + ("   load at each run   CPU s per process (medians)" if with_cpu else ""))
     for r in rows:
         if not r:
             continue
         ratio = ""
         if base and r is not base and base["median"] > 0:
             ratio = f"{r['median'] / base['median']:.2f}x faster" if r["median"] >= base["median"] else f"{base['median'] / r['median']:.2f}x slower"
-        print(f"  {r['name']:<22}{r['median']:>9.3f}{unit}{r['min']:>9.3f}{unit}{r['runs']:>6}   {ratio:>12}")
+        line = f"  {r['name']:<22}{r['median']:>9.3f}{unit}{r['min']:>9.3f}{unit}{r['runs']:>6}   {ratio:>12}"
+        if with_cpu:
+            loads = "/".join(f"{x:.1f}" for x in r.get("load", []))
+            line += f"   {loads:<18} " + ", ".join(f"{p} {v:.2f}" for p, v in r.get("cpu", {}).items())
+        print(line)
+
+
+def tool_rows(rows, unit="s"):
+    """print_table's rows in the results file's form."""
+    return [{"tool": r["name"], "median": r["median"], "min": r["min"], "runs": r["runs"], "unit": unit,
+             "cpu": r.get("cpu", {}), "load": r.get("load", [])} for r in rows if r]
+
+
+def run_timed(argv, env=None, cwd=None):
+    """Runs argv to its end (output discarded, failure raised): (wall seconds, CPU seconds of it and
+    of the children it waited for)."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    seconds = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError(f"{argv[0]} exited {p.returncode}: {err.decode(errors='replace')[-1000:]}")
+    return seconds, usage.ru_utime + usage.ru_stime
+
+
+class CPUWindow:
+    """CPU seconds of named long-running processes (Proc), from now until `read()`."""
+
+    def __init__(self, procs):
+        self.procs = procs
+        self.start = {name: cpu_with_reaped(p.p.pid) for name, p in procs.items()}
+
+    def read(self):
+        return {name: cpu_with_reaped(p.p.pid) - self.start[name] for name, p in self.procs.items()}
 
 
 _leftovers = []
@@ -388,3 +441,44 @@ def loadavg():
     """The 1-minute load average: how busy the shared machine was around a figure."""
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])
+
+
+def results_file():
+    """Where the figures go as data: $SINKI_BENCH_RESULTS (bench/run sets bench/results/latest.json),
+    or nowhere."""
+    return os.environ.get("SINKI_BENCH_RESULTS") or None
+
+
+def save_results(workload, entry):
+    """Merges one workload's figures into the results file (a JSON object keyed by workload), with the
+    date, the command that gave them and the machine's cores. `entry`: "title", "goal" ({"text",
+    "met"} and what it is checked on), "tools": [{"tool", "median", "min", "runs", "unit", "cpu":
+    {process: seconds}, "load": [1-minute load average at each run], and "bytes", "figures" where
+    measured}]. The chart (bench/chart.py) and docs/benchmarks.md are drawn from it."""
+    path = results_file()
+    if not path:
+        return
+    import datetime
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (FileNotFoundError, ValueError):
+        data = {}
+    entry = dict(entry)
+    entry["date"] = datetime.date.today().isoformat()
+    entry["command"] = " ".join(["python3", "bench/" + os.path.basename(sys.argv[0]), *sys.argv[1:]])
+    entry["cores"] = os.cpu_count()
+    data[workload] = entry
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def median_of(samples):
+    """The median of each key of a list of {key: number} dicts (CPU seconds per process)."""
+    keys = []
+    for s in samples:
+        keys += [k for k in s if k not in keys]
+    return {k: statistics.median(s[k] for s in samples if k in s) for k in keys}

@@ -403,7 +403,7 @@ def report(results, chosen):
                 continue
             times = [s["time"] for s in samples]
             med = lambda key: statistics.median(s[key] for s in samples) if samples[0][key] is not None else None
-            cpu = {p: statistics.median(s["cpu"][p] for s in samples) for p in samples[0]["cpu"]}
+            cpu = h.median_of([s["cpu"] for s in samples])
             rows.append({"name": name, "median": statistics.median(times), "min": min(times), "runs": len(samples),
                          "sent": med("sent"), "received": med("received"), "total": med("total"), "cpu": cpu,
                          "load": [s["load"] for s in samples]})
@@ -420,13 +420,23 @@ def report(results, chosen):
             print(f"  {r['name']:<22}{r['median']:>8.3f}s{r['min']:>8.3f}s{r['runs']:>5}{ratio:>11}{mib(r['sent']):>10}"
                   f"{mib(r['received']):>10}{mib(r['total']):>9}  {'':>15}  {loads}  {cpu}")
         ours = next((r for r in rows if r["name"] == "sinkid"), None)
+        goal_text = f"bytes sent <= {GOAL_BYTES[edit] // MiB} MiB, time <= lsyncd (rsync daemon)"
+        met = None
         if ours:
             goal = GOAL_BYTES[edit]
             ok_bytes = ours["sent"] is not None and ours["sent"] <= goal
             ok_time = base is not None and ours["median"] <= base["median"]
+            met = ok_bytes and ok_time
             print(f"  goal: bytes sent <= {goal // MiB} MiB: A sent {mib(ours['sent'])} MiB, B received {mib(ours['received'])} MiB: "
                   f"{'met' if ok_bytes else 'NOT met'}; time <= lsyncd (rsync daemon): "
                   + (f"{ours['median']:.3f} s vs {base['median']:.3f} s: {'met' if ok_time else 'NOT met'}" if base else "no lsyncd figure"))
+        methods = {name: cls.method for name, cls, _ in chosen}
+        h.save_results(f"W5 {edit}", {
+            "title": f"W5: {title} of a 1 GiB file, A to B, verified in place",
+            "goal": {"text": goal_text, "met": met, "bytes": GOAL_BYTES[edit], "checked on": "sinkid's A sent; time against lsyncd (rsync daemon)"},
+            "tools": [{"tool": r["name"], "median": r["median"], "min": r["min"], "runs": r["runs"], "unit": "s", "cpu": r["cpu"],
+                       "load": r["load"], "bytes": {"A sent": r["sent"], "B received": r["received"], "all": r["total"],
+                                                    "method": methods[r["name"]]}} for r in rows]})
     print("\n  bytes counted (TCP payload through bench/countproxy.py; the edit only, read once quiet for 1 s):")
     for name, cls, _ in chosen:
         print(f"    {name}: {cls.method}")
@@ -437,7 +447,6 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", help="comma-separated tools to run (first words: sinkid, lsyncd, unison, syncthing)")
     parser.add_argument("--edits", default=",".join(EDITS), help="overwrite, insert or both (default)")
-    parser.add_argument("--json", help="also write the figures to this file (bench/results format)")
     args = parser.parse_args()
     edits = [e for e in args.edits.split(",") if e]
     chosen = h.chosen_peers(TOOLS, args.only)
