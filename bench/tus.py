@@ -102,6 +102,21 @@ def upload_sizes(server_data):
         return []
 
 
+def bytes_on_server(server_data):
+    """What the server holds of uploads: tus uploads under way or finished (`uploads/*.bin`) and
+    the chunks stored from finished chunk uploads (`chunks/USER/XX/HASH`; docs/chunking.md)."""
+    total = sum(upload_sizes(server_data))
+    for top, dirs, files in os.walk(os.path.join(server_data, "chunks")):
+        dirs[:] = [d for d in dirs if d != "scoped"]  # empty markers
+        for name in files:
+            if len(name) == 64:
+                try:
+                    total += os.path.getsize(os.path.join(top, name))
+                except FileNotFoundError:
+                    pass
+    return total
+
+
 def agent_kill_resume(base, path, scratch, chunk=16 << 20):
     """The agent uploads `path`, is killed half-way, and started again: (bytes sent again, peak RSS MiB)."""
     root = scratch("agent-root", "KillResume")
@@ -114,22 +129,22 @@ def agent_kill_resume(base, path, scratch, chunk=16 << 20):
     try:
         agent.wait_for(r"up to date with")
         server_data = scratch("server")
-        before = set(upload_sizes(server_data))
+        before = bytes_on_server(server_data)  # the uploads of the runs above are deleted
         os.link(path, os.path.join(root, "big.bin"))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             peak = max(peak, peak_rss(agent.p.pid))
-            grown = [n for n in upload_sizes(server_data) if n not in before]
-            if grown and max(grown) >= SIZE // 2:
+            if bytes_on_server(server_data) - before >= SIZE // 2:
                 break
-            time.sleep(0.002)
+            time.sleep(0.01)
         agent.stop(signal.SIGKILL)
-        on_server = max(n for n in upload_sizes(server_data) if n not in before)
+        on_server = bytes_on_server(server_data) - before
         again = h.Proc(argv, scratch("agent-2.log"))
         try:
             while True:
                 peak = max(peak, peak_rss(again.p.pid))
-                m = re.search(r'uploaded "KillResume/big.bin": \d+ bytes, (\d+) sent now', again.text())
+                # "N bytes, M sent now" (one tus upload) or "N bytes in K chunk(s), M sent now" (chunks)
+                m = re.search(r'uploaded "KillResume/big.bin": \d+ bytes(?: in \d+ chunk\(s\))?, (\d+) sent now', again.text())
                 if m:
                     break
                 if again.p.poll() is not None or time.monotonic() > deadline + 120:
