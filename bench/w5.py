@@ -354,6 +354,9 @@ TOOLS = [("sinkid", Sinkid, None), ("lsyncd (rsync daemon)", LsyncdDaemon, "lsyn
          ("unison (socket)", Unison, "unison"), ("syncthing", Syncthing, "syncthing")]
 
 
+KEEP = []  # --keep: each run's folder (logs, state) is kept and named here, its big files removed
+
+
 def measure(name, setup_class, templates, edit):
     """One run of one tool on one edit: a dict of the figures."""
     scratch = h.Scratch("w5")
@@ -385,8 +388,14 @@ def measure(name, setup_class, templates, edit):
         return {"time": t1 - t0, "sent": sent, "received": received, "total": total, "cpu": cpu, "load": load}
     finally:
         setup.stop()
-        # Each run's folders go at once: 2 to 3 GiB each, a few thousand inodes at most (sinkid's chunks).
-        shutil.rmtree(scratch.path, ignore_errors=True)
+        if KEEP:
+            for path in setup.files():
+                if os.path.exists(path):
+                    os.unlink(path)
+            print(f"  {name} {edit}: kept {scratch.path}", file=sys.stderr)
+        else:
+            # Each run's folders go at once: 2 to 3 GiB each, a few thousand inodes at most (sinkid's chunks).
+            shutil.rmtree(scratch.path, ignore_errors=True)
 
 
 def mib(n):
@@ -447,7 +456,10 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", help="comma-separated tools to run (first words: sinkid, lsyncd, unison, syncthing)")
     parser.add_argument("--edits", default=",".join(EDITS), help="overwrite, insert or both (default)")
+    parser.add_argument("--keep", action="store_true", help="keep each run's folder (logs, state), not its big files")
     args = parser.parse_args()
+    if args.keep:
+        KEEP.append(True)
     edits = [e for e in args.edits.split(",") if e]
     chosen = h.chosen_peers(TOOLS, args.only)
     template_scratch = h.Scratch("w5-template")
