@@ -49,7 +49,7 @@ enum Help {
 
     static let serve = """
         usage: sinkid serve --listen ADDR --data DIR [--database URL] [--tokens FILE] [--max-upload-size SIZE] [--upload-expiry TIME]
-                            [--tombstone-days N] [--rate-limit N] [--behind-proxy] [--insecure-no-auth]
+                            [--chunk-grace TIME] [--tombstone-days N] [--rate-limit N] [--behind-proxy] [--insecure-no-auth]
                             [--log-level LEVEL]
                sinkid serve token add USER --device NAME --data DIR [--read-only] [--prefix PATH/]
                                   [--max-upload SIZE] [--max-uploads N] [--expires TIME] [--json]
@@ -59,7 +59,8 @@ enum Help {
                sinkid serve user remove USER --yes --data DIR
 
         Runs the sync server: records, users and device tokens in SQLite under DIR (or in the
-        PostgreSQL database of --database), tus uploads (/v1/uploads/) in DIR/uploads. Every request
+        PostgreSQL database of --database), tus uploads (/v1/uploads/) in DIR/uploads, the chunks of
+        large files in DIR/chunks. Every request
         needs a device token (docs/tokens.md); started with no users, the server makes a first one and
         writes its token to DIR/first-token.
 
@@ -67,7 +68,7 @@ enum Help {
         the user if new and prints the new token as its last line, once: the server keeps only its
         hash. A token may be narrowed (read-only, a path prefix, upload size and count, a lifetime).
         token revoke ends a token and every token minted from it at once, also for a running server.
-        user remove deletes the user's records, tokens and uploads for good.
+        user remove deletes the user's records, tokens, uploads and chunks for good.
 
         options:
           --listen ADDR        address and port, e.g. 0.0.0.0:7071 or [::1]:7071 (default 127.0.0.1:7071)
@@ -89,6 +90,8 @@ enum Help {
           --json               token add, token list, user list: print JSON
           --max-upload-size SIZE   the largest tus upload (Tus-Max-Size; default 64GiB)
           --upload-expiry TIME     unfinished uploads are removed this long after their last PATCH (default 24h)
+          --chunk-grace TIME       chunks no record names are removed this long after they were last uploaded
+                                   or asked for (default 24h)
           --tombstone-days N   deletes are remembered N days (default 30; 0: forever); an agent away longer
                                compares everything with the server when it is back
           --log-level LEVEL    debug, info, warning or error (default info)

@@ -87,7 +87,8 @@ enum ServeAccounts {
             }
             try perform { try store.removeUser(name) }
             let blobs = try perform { try UploadStore.removeAll(user: name, directory: dataDirectory(arguments) + "/uploads") }
-            Output.line("removed user \(name): tokens revoked, records and \(blobs) upload(s) deleted")
+            let chunks = try perform { try ChunkStore.removeAll(user: name, directory: dataDirectory(arguments) + "/chunks") }
+            Output.line("removed user \(name): tokens revoked, records, \(blobs) upload(s)\(chunks ? " and their chunks" : "") deleted")
             return .success
         default:
             throw UsageError("serve user takes list or remove, not \(action)")

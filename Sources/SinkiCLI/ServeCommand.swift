@@ -46,6 +46,13 @@ enum ServeCommand {
             let (seconds, attoseconds) = duration.components
             configuration.uploads.expirySeconds = Double(seconds) + Double(attoseconds) / 1e18
         }
+        if let text = arguments.value("chunk-grace") {
+            guard let duration = ConfigValues.duration(text), duration > .zero else {
+                throw UsageError("--chunk-grace \(text) is not a duration such as 24h")
+            }
+            let (seconds, attoseconds) = duration.components
+            configuration.retention.chunkGraceSeconds = Double(seconds) + Double(attoseconds) / 1e18
+        }
         if let text = arguments.value("rate-limit") {
             guard let rate = Double(text), rate >= 0, rate.isFinite else {
                 throw UsageError("--rate-limit \(text) is not a number of requests per second such as 200 (0: no limit)")

@@ -6,6 +6,9 @@ public enum Tus {
     public static let version = "1.0.0"
     /// The body type of a PATCH (and of a creation-with-upload POST).
     public static let chunkType = "application/offset+octet-stream"
+    /// The `Upload-Metadata` key that makes an upload a content-defined chunk: its value is the chunk's
+    /// SHA-256 in lowercase hex, and the finished upload goes to the user's chunks under that name.
+    public static let chunkMetadataKey = "chunk"
 }
 
 /// `Upload-Metadata`: comma-separated `key base64value` pairs (the value may be absent).

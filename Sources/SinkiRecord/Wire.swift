@@ -166,3 +166,60 @@ public struct RecordPage: Sendable, Equatable {
         return page
     }
 }
+
+/// `POST /v1/chunks/missing`: which of these chunks (SHA-256, 64 lowercase hex digits each) the server
+/// does not hold for the user, so that the sender uploads only those (docs/protocol.md, "Chunks").
+public struct MissingChunksRequest: Sendable, Equatable {
+    /// The most names one request may carry.
+    public static let maxNames = 4_096
+
+    public var chunks: [String]
+    public init(chunks: [String]) { self.chunks = chunks }
+
+    public var jsonBytes: [UInt8] { writeNames(chunks, key: "chunks") }
+
+    public static func parse(_ bytes: [UInt8]) throws -> MissingChunksRequest {
+        var reader = JSONReader(bytes)
+        return MissingChunksRequest(chunks: try readNames(&reader, key: "chunks"))
+    }
+}
+
+/// The answer to `POST /v1/chunks/missing`: the names asked for that the server lacks, in the order
+/// asked, each once.
+public struct MissingChunksResponse: Sendable, Equatable {
+    public var missing: [String]
+    public init(missing: [String]) { self.missing = missing }
+
+    public var jsonBytes: [UInt8] { writeNames(missing, key: "missing") }
+
+    public static func parse(_ bytes: [UInt8]) throws -> MissingChunksResponse {
+        var reader = JSONReader(bytes)
+        return MissingChunksResponse(missing: try readNames(&reader, key: "missing"))
+    }
+}
+
+/// `{"KEY": ["NAME", …]}`.
+private func writeNames(_ names: [String], key: String) -> [UInt8] {
+    var writer = JSONWriter(capacity: 16 + names.count * 67)
+    writer.beginObject()
+    writer.key(key)
+    writer.beginArray()
+    for name in names { writer.string(name) }
+    writer.endArray()
+    writer.endObject()
+    return writer.bytes
+}
+
+/// An object whose member `key` is an array of strings (the others skipped); the whole input is read.
+private func readNames(_ reader: inout JSONReader, key wanted: String) throws -> [String] {
+    var names: [String]?
+    try reader.readObject { reader, key in
+        guard key == wanted else { try reader.skipValue(); return }
+        var list: [String] = []
+        try reader.readArray { reader in list.append(try reader.readString()) }
+        names = list
+    }
+    try reader.finish()
+    guard let names else { throw RecordFieldError(field: wanted, message: "missing") }
+    return names
+}

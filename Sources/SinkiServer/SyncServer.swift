@@ -16,8 +16,12 @@ public struct ServerLimits: Sendable, Equatable {
     public var maxPageDataBytes = 32 << 20
     /// Longest long-poll a client may ask for, in seconds.
     public var maxWaitSeconds = 300
-    /// Largest inflated size of one record's inline content.
+    /// Largest declared size of one record's inline content.
     public var maxInlineBytes = 64 << 20
+    /// Most chunks one manifest may name: 9 MiB stored, 19 MB of JSON; a file of 256 GiB at the mean
+    /// chunk size of about 1 MiB, of 64 GiB (the default `Tus-Max-Size`) even at the smallest chunks
+    /// the large profile cuts.
+    public var maxManifestChunks = 262_144
     /// Requests a second each device token may send on average (a token bucket; 0: no limit), and how
     /// many at once beyond that; more answer `429 rate-limited` with `Retry-After`.
     public var requestsPerSecond: Double = 200
@@ -61,6 +65,9 @@ public struct ServerConfiguration: Sendable {
     /// Where tus uploads and assets live; nil: `uploads/` in the data folder. Servers that share one
     /// (on one PostgreSQL) coordinate through locks on its files (docs/server.md, "Several servers").
     public var uploadsDirectory: String?
+    /// Where users' chunks live; nil: `chunks/` in the data folder. On the file system of the uploads
+    /// folder (finished chunk uploads are renamed in), shared like it by servers on one store.
+    public var chunksDirectory: String?
 
     public init(listen: String = "127.0.0.1:7071", dataDirectory: String, threads: Int = 4,
                 tokens: [String: ServerIdentity]? = nil) {
@@ -99,6 +106,7 @@ public final class SyncServer: Sendable {
     private struct Running: Sendable {
         var http: HTTPServer
         var uploads: UploadStore
+        var chunks: ChunkStore
         var retention: Retention
         var watcher: RevocationWatcher?
         var crossServer: CrossServerWake?
@@ -148,8 +156,10 @@ public final class SyncServer: Sendable {
             }
             // libmicrohttpd serves on a duplicate; this one is always ours to close.
             defer { close(listener.socket) }
+            let chunks = try ChunkStore(directory: configuration.chunksDirectory ?? configuration.dataDirectory + "/chunks", logger: logger)
             let uploads = try UploadStore(directory: configuration.uploadsDirectory ?? configuration.dataDirectory + "/uploads", settings: configuration.uploads,
-                                          logger: logger)
+                                          chunks: chunks, logger: logger)
+            try Self.checkOneFileSystem(uploads: uploads.directory, chunks: chunks.directory)
             let hub: WaiterHub
             do {
                 hub = try WaiterHub(logger: logger)
@@ -158,7 +168,7 @@ public final class SyncServer: Sendable {
             }
             var router = Router()
             let limits = configuration.limits
-            router.add("POST", Routes.modify, ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads))
+            router.add("POST", Routes.modify, ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads, chunks: chunks))
             router.add("GET", Routes.changes, ChangesRoute(store: store, limits: limits))
             router.add("GET", Routes.records, LookupRoute(store: store, limits: limits))
             let revocations = Revocations(hub: hub)
@@ -174,7 +184,10 @@ public final class SyncServer: Sendable {
             router.addPrefix("PATCH", TusEndpoint.path, TusPatchRoute(store: uploads))
             router.addPrefix("DELETE", TusEndpoint.path, TusDeleteRoute(store: uploads))
             router.addPrefix("OPTIONS", TusEndpoint.path, options)
-            router.addPrefix("GET", Routes.assets, AssetRoute(store: uploads, records: store))
+            router.addPrefix("GET", Routes.assets, AssetRoute(store: uploads, records: store, chunks: chunks))
+            router.add("POST", Routes.missingChunks, MissingChunksRoute(chunks: chunks))
+            router.addPrefix("GET", Routes.chunks, ChunkGetRoute(chunks: chunks))
+            router.addPrefix("DELETE", Routes.chunks, ChunkDeleteRoute(chunks: chunks))
             let authenticator = Authenticator(accounts: configuration.authentication == .tokens ? store : nil)
             let http = HTTPServer(router: router, authenticator: authenticator, hub: hub, logger: logger,
                                   methodOverridePrefixes: [String(TusEndpoint.path.dropLast())], revocations: revocations, limits: limits)
@@ -186,7 +199,7 @@ public final class SyncServer: Sendable {
                 throw error
             }
             uploads.startSweeping()
-            let retention = Retention(store: store, uploads: uploads, settings: configuration.retention, logger: logger)
+            let retention = Retention(store: store, uploads: uploads, chunks: chunks, settings: configuration.retention, logger: logger)
             retention.start()
             let watcher = configuration.authentication == .tokens
                 ? RevocationWatcher(accounts: store, revocations: revocations, interval: limits.revocationPollSeconds, logger: logger) : nil
@@ -194,10 +207,23 @@ public final class SyncServer: Sendable {
                 CrossServerWake(store: store, hub: hub, signal: $0, fallbackSeconds: limits.crossServerPollSeconds, logger: logger)
             }
             crossServer?.start()
-            phase = .running(Running(http: http, uploads: uploads, retention: retention, watcher: watcher, crossServer: crossServer,
-                                     port: listener.port))
+            phase = .running(Running(http: http, uploads: uploads, chunks: chunks, retention: retention, watcher: watcher,
+                                     crossServer: crossServer, port: listener.port))
             logger.info("serving on \(configuration.listen) (port \(listener.port)), store \(store.storeID), "
                         + "\(configuration.threads) threads, " + (configuration.authentication == .tokens ? "device tokens checked" : "NO AUTHENTICATION"))
+        }
+    }
+
+    /// Finished chunk uploads are renamed into the chunks folder, which a rename across file systems
+    /// cannot do: refused at start rather than at the first chunk.
+    private static func checkOneFileSystem(uploads: String, chunks: String) throws(ServerError) {
+        var first = stat(), second = stat()
+        guard stat(uploads, &first) == 0, stat(chunks, &second) == 0 else {
+            throw ServerError(.store, "cannot look at \(uploads) and \(chunks): \(SystemError("stat", errno: errno))")
+        }
+        guard first.st_dev == second.st_dev else {
+            throw ServerError(.store, "the uploads folder \(uploads) and the chunks folder \(chunks) are on two file systems; "
+                              + "finished chunk uploads are renamed into the chunks, so they must share one")
         }
     }
 
@@ -256,13 +282,29 @@ public final class SyncServer: Sendable {
         }
     }
 
+    /// For tests: the chunk store while running.
+    var chunkStore: ChunkStore? {
+        phase.withLock { phase in
+            if case let .running(running) = phase { return running.chunks }
+            return nil
+        }
+    }
+
     /// For tests: one retention pass now.
-    func purgeNow(at now: Int64 = Clock.now()) -> (tombstones: Int, blobs: Int)? {
+    func purgeNow(at now: Int64 = Clock.now()) -> RetentionPass? {
         let retention = phase.withLock { phase -> Retention? in
             if case let .running(running) = phase { return running.retention }
             return nil
         }
         return retention?.pass(now: now)
+    }
+
+    /// For tests: retention passes completed (the first runs at start).
+    var retentionPasses: Int {
+        phase.withLock { phase in
+            if case let .running(running) = phase { return running.retention.passes }
+            return 0
+        }
     }
 
     // For tests: what the server holds right now.

@@ -95,6 +95,25 @@ public struct KnownFile: Sendable, Equatable {
     }
 }
 
+/// What a walk compares of a present row with the disk (`KnownFile.matches`), without the row's text.
+public struct KnownStat: Sendable, Equatable {
+    public var kind: RecordKind
+    public var size: Int64
+    public var mtime: Int64
+    public var ctime: Int64
+    public var inode: UInt64
+    public var mode: UInt32
+
+    /// The same answer as `KnownFile.matches` for the present row this was read from.
+    public func matches(_ stat: FileStat) -> Bool {
+        guard kind == KnownFile.kind(of: stat.kind) else { return false }
+        switch kind {
+        case .directory: return mode == stat.mode
+        case .file, .symlink: return size == stat.size && mtime == stat.mtime && inode == stat.inode && mode == stat.mode && ctime == stat.ctime
+        }
+    }
+}
+
 extension RecordKind {
     var code: Int64 {
         switch self {

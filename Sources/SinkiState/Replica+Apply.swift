@@ -489,9 +489,22 @@ extension Replica {
         return out
     }
 
-    /// The record's content, inflated and checked against its size and hash.
+    /// Largest content a record may carry inline (the server's default limit): inflating allocates the
+    /// declared size, so a hostile record declaring more is refused before any memory is taken.
+    static let maxInlineBytes: Int64 = 64 << 20
+    /// zlib never expands more than about 1,032 to 1: data declaring a size far beyond that is not
+    /// what it says, and is refused without inflating it.
+    static let maxInflateRatio: Int64 = 1032
+
+    /// The record's content, inflated (to no more than its declared size) and checked against its
+    /// size and name (`ContentID`). The server stores inline content as given: this is where it is checked.
     static func content(of record: Record) throws -> [UInt8] {
-        let bytes = try Deflate.decompress(record.data ?? Deflate.compress([]), expectedSize: Int(record.size))
+        let data = record.data ?? Deflate.compress([])
+        guard record.size <= maxInlineBytes, record.size <= Int64(data.count) * maxInflateRatio + 64 else {
+            throw ApplyFailure(.invalid, "\(quoted(record.path)) declares \(record.size) bytes inline for \(data.count) bytes of data; "
+                               + "more than \(maxInlineBytes) bytes, or more than zlib can make of them, is never inflated")
+        }
+        let bytes = try Deflate.decompress(data, expectedSize: Int(record.size))
         let digest = ContentID.of(bytes)
         guard digest == record.sha256 else {
             throw ContentMismatch(path: record.path, expected: record.sha256, actual: digest)

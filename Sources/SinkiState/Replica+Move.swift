@@ -62,7 +62,7 @@ extension Replica {
                 let serverHasIt = row.tag > 0 && !row.syncedDeleted && (row.kind == .directory || row.syncedSHA256 == row.sha256)
                 target.movedFrom = serverHasIt ? row.path : nil
                 if let cached = pushCache.removeValue(forKey: row.path) {
-                    pushCacheBytes -= cached.data.count
+                    pushCacheBytes -= cached.cost
                     remember(newPath, cached)
                 }
                 try store.saveFile(target)

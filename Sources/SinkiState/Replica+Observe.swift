@@ -53,11 +53,13 @@ extension Replica {
             try Self.walkTree(safeRoot, root: root, relative: relative, inotify: inotify, rules: rules, logger: logger)
         }
         let writesBefore = store.fileWrites
-        var known = try store.presentFiles(under: base)
+        // Keyed by the walk's relative paths, so that a million lookups make no million record paths.
+        let dropping = roots[root].name.utf8.count + 1
+        var known = try store.presentStats(under: base, dropping: dropping)
         let outcome = try await walking
         // Others ran on this actor while the walk finished: what they recorded is read again.
-        if store.fileWrites != writesBefore { known = try store.presentFiles(under: base) }
-        guard let walk = outcome.report else {
+        if store.fileWrites != writesBefore { known = try store.presentStats(under: base, dropping: dropping) }
+        guard var walk = outcome.report else {
             // The directory went away (or became something else) before we got there.
             return try await check(root: root, paths: [relative])
         }
@@ -83,45 +85,48 @@ extension Replica {
             }
         }
         if relative.isEmpty { confirmedEmpty.remove(root) }
-        var observations: [Observation] = []
-        observations.reserveCapacity(walk.entries.count)
-        if !relative.isEmpty, let top = try safeRoots[root].stat(relative) {
-            // The walked directory itself is an entry too.
-            observations.append(Observation(root: root, relative: relative, path: base, stat: top,
-                                            known: try known.removeValue(forKey: base) ?? store.file(base)))
-        }
+        // Two passes, so that a million entries never become a million observations at once. The
+        // first finds which entries differ from the database (most do not, on a restart) and leaves in
+        // `known` what the walk did not find; the second makes observations of those, a chunk at a time.
+        var entries = walk.entries
+        walk.entries = []
+        var differing: [Int] = []
         let now = Clock.now()
-        for entry in walk.entries {
-            let path = recordPath(root: root, relative: entry.relative)
-            if entry.stat.kind != .directory, now - entry.stat.ctime < Self.temporaryGrace,
-               TemporaryNames.looksTemporary(entry.relative.split(separator: "/").last ?? ""), known[path] == nil {
+        for index in entries.indices {
+            let entry = entries[index]
+            let stat = known.removeValue(forKey: entry.relative)
+            if let stat, stat.matches(entry.stat) { continue }
+            if stat == nil, entry.stat.kind != .directory, now - entry.stat.ctime < Self.temporaryGrace,
+               TemporaryNames.looksTemporary(entry.relative.split(separator: "/").last ?? "") {
                 // Just made, under a name that looks temporary: looked at again once its grace is over.
                 deferred.append((root, entry.relative))
                 continue
             }
-            let row = known.removeValue(forKey: path)
-            if let row, row.matches(entry.stat) { continue }
             // A known row's path was validated when it was recorded; only a new one is checked.
-            if row == nil, (try? RecordPath(validating: path)) == nil {
+            if stat == nil, (try? RecordPath(validating: recordPath(root: root, relative: entry.relative))) == nil {
                 noteSkipped(root: root, relative: entry.relative, why: "its name cannot be a record path")
                 continue
             }
-            // Not present in the database, it may still have a row: the tombstone of what was here
-            // before. The new version bases on its tag, or the server takes it for a stale edit.
-            observations.append(Observation(root: root, relative: entry.relative, path: path, stat: entry.stat,
-                                            known: try row ?? store.file(path)))
+            differing.append(index)
         }
         // Whatever the database had below here and the walk did not find is gone, unless the walk
         // skipped it because it is ignored now: that is forgotten here, never deleted elsewhere.
         var forgotten: [String] = []
-        for (path, row) in known {
-            let relativePath = String(path.dropFirst(roots[root].name.count + 1))
+        var gone: [Observation] = []
+        if !relative.isEmpty, let top = try safeRoots[root].stat(relative) {
+            // The walked directory itself is an entry too (it is not in the walk's list).
+            known.removeValue(forKey: relative)
+            gone.append(Observation(root: root, relative: relative, path: base, stat: top, known: try store.file(base)))
+        }
+        for (relativePath, row) in known {
             if isIgnored(root: root, relative: relativePath, isDirectory: row.kind == .directory) {
-                forgotten.append(path)
+                forgotten.append(recordPath(root: root, relative: relativePath))
                 continue
             }
-            observations.append(Observation(root: root, relative: relativePath, path: path, stat: nil, known: row))
+            let path = recordPath(root: root, relative: relativePath)
+            gone.append(Observation(root: root, relative: relativePath, path: path, stat: nil, known: try store.file(path)))
         }
+        known = [:]
         if !forgotten.isEmpty {
             try store.transaction {
                 for path in forgotten {
@@ -131,40 +136,53 @@ extension Replica {
             }
         }
         unwatchedDirectories[root].formUnion(outcome.unwatched)
-        // Taken now, so the walk's entries (every path found) are not kept alive while chunks are absorbed.
-        report.seen = walk.entries.count
+        report.seen = entries.count
         report.watchLimitHit = outcome.watchLimitHit
         report.unwatched = outcome.unwatched.count
-        // Parents before children, and gone paths deepest first, across the whole walk; then in
-        // chunks, each its own transaction, so that pushing starts while the rest is still hashed
-        // (other calls may run between chunks).
-        // Sorted in place, not filtered into copies: on a first scan of a million files each copy of
-        // the observations was some 300 MB.
-        observations.sort { a, b in
-            switch (a.stat != nil, b.stat != nil) {
-            case (true, false): true
-            case (false, true): false
-            case (true, true): a.path < b.path
-            case (false, false): a.path.utf8.count > b.path.utf8.count
-            }
-        }
-        let ordered = observations
-        observations = []
         // Known before any chunk is absorbed, so a file renamed while the agent was not looking is
         // matched with its old path whichever chunk each lands in.
-        let firstGone = ordered.firstIndex { $0.stat == nil } ?? ordered.endIndex
-        for observation in ordered[firstGone...] { if let row = observation.known { rememberGone(row) } }
+        for observation in gone where observation.stat == nil { if let row = observation.known { rememberGone(row) } }
+        // Parents before children (bytewise path order puts every folder before what is in it), then
+        // the gone ones deepest first; in chunks, each its own transaction, so that pushing starts
+        // while the rest is still read (other calls may run between chunks).
+        differing.sort { entries[$0].relative.utf8.lexicographicallyPrecedes(entries[$1].relative.utf8) }
+        let top = gone.filter { $0.stat != nil }
+        gone.removeAll { $0.stat != nil }
+        gone.sort { $0.path.utf8.count > $1.path.utf8.count }
         var start = 0
-        while start < ordered.count {
-            let end = min(start + Self.chunk, ordered.count)
-            let part = try absorb(Array(ordered[start..<end]))
-            report.queued += part.queued
-            report.hashed += part.hashed
+        var first = true
+        while start < differing.count || first {
+            let end = min(start + Self.chunk, differing.count)
+            var part = first ? top : []
+            first = false
+            for index in differing[start..<end] {
+                let entry = entries[index]
+                let path = recordPath(root: root, relative: entry.relative)
+                // Not present in the database, it may still have a row: the tombstone of what was here
+                // before. The new version bases on its tag, or the server takes it for a stale edit.
+                part.append(Observation(root: root, relative: entry.relative, path: path, stat: entry.stat, known: try store.file(path)))
+            }
+            try await absorbChunk(part, into: &report, progress: progress)
             start = end
-            if part.queued > 0 { progress?(part.queued) }
-            if start < ordered.count { await Task.yield() }
+        }
+        entries = []
+        start = 0
+        while start < gone.count {
+            let end = min(start + Self.chunk, gone.count)
+            try await absorbChunk(Array(gone[start..<end]), into: &report, progress: progress)
+            start = end
         }
         return report
+    }
+
+    /// Absorbs one chunk of a walk's observations and lets other calls run before the next.
+    private func absorbChunk(_ part: [Observation], into report: inout ObserveReport, progress: (@Sendable (Int) -> Void)?) async throws {
+        if part.isEmpty { return }
+        let absorbed = try absorb(part)
+        report.queued += absorbed.queued
+        report.hashed += absorbed.hashed
+        if absorbed.queued > 0 { progress?(absorbed.queued) }
+        await Task.yield()
     }
 
     /// Observations recorded per transaction during a walk.
@@ -430,16 +448,16 @@ final class UnwatchedList: Sendable {
 extension Replica {
     /// Keeps compressed content for the coming push, within the cache's byte budget.
     func remember(_ path: String, _ content: CachedContent) {
-        if let old = pushCache.removeValue(forKey: path) { pushCacheBytes -= old.data.count }
-        guard pushCacheBytes + content.data.count <= Self.pushCacheLimit else { return }
+        if let old = pushCache.removeValue(forKey: path) { pushCacheBytes -= old.cost }
+        guard pushCacheBytes + content.cost <= Self.pushCacheLimit else { return }
         pushCache[path] = content
-        pushCacheBytes += content.data.count
+        pushCacheBytes += content.cost
     }
 
     /// Takes the cached content of `row` if it is still what the row says is on disk.
     func takeCached(_ row: KnownFile) -> CachedContent? {
         guard let cached = pushCache.removeValue(forKey: row.path) else { return nil }
-        pushCacheBytes -= cached.data.count
+        pushCacheBytes -= cached.cost
         guard cached.sha256 == row.sha256, row.matches(cached.stat) else { return nil }
         return cached
     }

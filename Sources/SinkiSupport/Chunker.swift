@@ -29,13 +29,13 @@ public struct ChunkProfile: Sendable, Hashable, CustomStringConvertible {
         self.largeMaskBits = largeMaskBits
     }
 
-    /// For large files: min 256 KiB, normal 1 MiB, max 4 MiB, masks of 21 and 19 bits (normalization
-    /// level 1 around 2^20). Level 1, not the paper's favoured 2: after an edit, level 2 took up to 7
-    /// chunks to fall back onto the old cuts, level 1 at most 3 (docs/chunking.md, "Choosing the sizes").
-    public static let large = ChunkProfile(minimum: 256 << 10, normal: 1 << 20, maximum: 4 << 20, smallMaskBits: 21, largeMaskBits: 19)
+    /// For large files: min 128 KiB, normal 384 KiB, max 2 MiB, masks of 19 and 17 bits (about 2,600 chunks
+    /// a GiB). Chosen by measurement (docs/chunking.md, "Choosing the sizes") so that a 1 MiB edit of a
+    /// large file resends at most 3 MiB: with chunks near 1 MiB an edit resent up to 4.9 MiB.
+    public static let large = ChunkProfile(minimum: 128 << 10, normal: 384 << 10, maximum: 2 << 20, smallMaskBits: 19, largeMaskBits: 17)
 
-    /// For files under `smallFileLimit`: the same shape a quarter the size (64 KiB, 256 KiB, 1 MiB;
-    /// 19 and 17 bits), so a 1 MiB edit of a 5 MiB file does not resend most of it.
+    /// For files under `smallFileLimit`: smaller still (64 KiB, 256 KiB, 1 MiB; 19 and 17 bits), so a
+    /// 1 MiB edit of a 5 MiB file does not resend most of it.
     public static let small = ChunkProfile(minimum: 64 << 10, normal: 256 << 10, maximum: 1 << 20, smallMaskBits: 19, largeMaskBits: 17)
 
     /// Files of this size and over use `large`.

@@ -11,27 +11,21 @@ import Testing
         let first = try fixture.modify([fileRecord("G/existing", "v1")])
         let existing = try #require(first[0].record)
 
-        var wrongSize = fileRecord("G/wrong-size", "hello")
-        wrongSize.size = 6
-        var shortSize = fileRecord("G/short-size", "hello")
-        shortSize.size = 4
-        var wrongSHA = fileRecord("G/wrong-sha", "hello")
-        wrongSHA.sha256 = Digest.sha256Hex(Array("other".utf8))
-        var notZlib = fileRecord("G/not-zlib", "hello")
-        notZlib.data = Array("plain text, not a zlib stream".utf8)
         var negative = fileRecord("G/negative", "")
         negative.size = -1
+        var bloated = fileRecord("G/bloated", "hello")
+        bloated.data = randomBytes(2_000)
         let badPaths = ["../x", "/etc/x", "a/../../x", "G\\x", "G/a\u{0}b", "G//x", "G/./x", "G/x/", "G", ""]
         let batch = [fileRecord("G/new", "fresh"), fileRecord("G/existing", "stale edit", baseTag: 0)]
             + badPaths.map { fileRecord($0, "x") }
-            + [wrongSize, shortSize, wrongSHA, notZlib, negative, fileRecord("G/also-new", "ok"), tombstone("G/never-seen", baseTag: 0)]
+            + [negative, bloated, fileRecord("G/also-new", "ok"), tombstone("G/never-seen", baseTag: 0)]
 
         let response = try fixture.request("POST", "/v1/records/modify", headers: [("Content-Type", "application/json")],
                                            body: ModifyRequest(records: batch).jsonBytes)
         let requestID = try #require(response.header("X-Request-Id"))
         let results = try response.modifyResults()
         #expect(results.map(\.path) == batch.map(\.path))
-        #expect(results.map(\.status) == [.saved, .conflict] + Array(repeating: .refused, count: badPaths.count + 5) + [.saved, .saved])
+        #expect(results.map(\.status) == [.saved, .conflict] + Array(repeating: .refused, count: badPaths.count + 2) + [.saved, .saved])
 
         // Saved: the stored record without data, with a new tag.
         let saved = try #require(results[0].record)
@@ -46,17 +40,51 @@ import Testing
             #expect(result.problem?.requestId == requestID)
             #expect(result.record == nil)
         }
-        for result in results[(2 + badPaths.count)..<(7 + badPaths.count)] {
+        for result in results[(2 + badPaths.count)..<(4 + badPaths.count)] {
             #expect(result.problem?.code == "bad-request", "\(result.path): \(String(describing: result.problem))")
             #expect(result.problem?.status == 400)
         }
-        #expect(results[2 + badPaths.count].problem?.detail.contains("G/wrong-size") == true)
-        #expect(results[4 + badPaths.count].problem?.detail.contains("SHA-256") == true)
+        #expect(results[2 + badPaths.count].problem?.detail.contains("negative size") == true)
+        #expect(results[3 + badPaths.count].problem?.detail.contains("more than zlib ever makes") == true)
 
         // Only the saves reached the store.
         let feed = try fixture.changes()
         #expect(feed.records.map(\.path) == ["G/existing", "G/new", "G/also-new", "G/never-seen"])
         #expect(try content(of: feed.records[0]) == Array("v1".utf8))
+    }
+
+    /// Inline content is stored as given: the receiving agent inflates it (no more than its declared
+    /// size) and checks its hash, so the server never needs to read it.
+    @Test func inlineContentIsStoredAsGivenWithoutInflatingOrHashing() throws {
+        let fixture = try ServerFixture()
+        var wrongSize = fileRecord("G/wrong-size", "hello")
+        wrongSize.size = 6
+        var wrongSHA = fileRecord("G/wrong-sha", "hello")
+        wrongSHA.sha256 = Digest.sha256Hex(Array("other".utf8))
+        var notZlib = fileRecord("G/not-zlib", "hello")
+        notZlib.data = Array("plain text, not a zlib stream".utf8)
+        // At the bound: zlib's worst case for 1,000 bytes, and its margin.
+        var atBound = fileRecord("G/at-bound", randomBytes(1_000))
+        atBound.data = randomBytes(Int(ModifyValidator.compressedBound(1_000)))
+        let batch = [wrongSize, wrongSHA, notZlib, atBound]
+        let results = try fixture.modify(batch)
+        #expect(results.map(\.status) == [.saved, .saved, .saved, .saved])
+        let feed = try fixture.changes().records
+        #expect(feed.map(\.data) == batch.map(\.data))
+        #expect(feed.map(\.sha256) == batch.map(\.sha256))
+        #expect(feed.map(\.size) == batch.map(\.size))
+        // One byte more than any zlib stream of that size needs is refused unread.
+        var over = atBound
+        over.path = "G/over-bound"
+        over.data = randomBytes(Int(ModifyValidator.compressedBound(1_000)) + 1)
+        #expect(try fixture.modify([over]).map(\.status) == [.refused])
+        // The bound follows zlib: incompressible content at its worst still fits.
+        for size in [0, 1, 1_000, 70_000, 300_000] {
+            for level: Int32 in [0, 1, 9] {
+                let worst = Deflate.compress(randomBytes(size), level: level)
+                #expect(Int64(worst.count) <= ModifyValidator.compressedBound(Int64(size)), "\(size) bytes compress to \(worst.count) at level \(level)")
+            }
+        }
     }
 
     @Test func aSaveBasedOnTheCurrentTagReplacesTheRecord() throws {

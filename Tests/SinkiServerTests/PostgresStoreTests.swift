@@ -37,12 +37,37 @@ import Testing
         let store = try PostgresStore(url: database.url, connections: 1)
         defer { store.close() }
         #expect(store.storeID == "old")
-        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 2)
+        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 3)
         #expect(try admin.scalar("SELECT count(*) FROM meta WHERE key = 'last_tag'") == 0)
         let outcomes = try store.modify(user: "u", items: checked([fileRecord("A/new", Array("new".utf8)), fileRecord("A/old", Array("edited".utf8), baseTag: 41)]))
         let tags = outcomes.compactMap { outcome -> Int64? in if case let .saved(record) = outcome { record.changeTag } else { nil } }
         #expect(tags == [42, 43])
         #expect(try store.changes(user: "u", after: 0, limit: PageLimit(records: 10, dataBytes: 1 << 20)).records.map(\.path) == ["A/new", "A/old"])
+    }
+
+    @Test func aSchemaTwoDatabaseGainsManifestsAndKeepsItsRecords() throws {
+        let database = try PostgresCluster.shared().createDatabase()
+        // Schema 2 as a server of that version left it, with a record naming an upload.
+        let admin = try PGConnection(url: database.url)
+        defer { admin.close() }
+        try admin.execute(PostgresStore.schema)
+        try admin.execute("""
+            INSERT INTO store(store_id) VALUES ('two'); INSERT INTO schema_version(version) VALUES (2);
+            CREATE SEQUENCE change_tags AS BIGINT CACHE 1; SELECT setval('change_tags', 8, false); DELETE FROM meta WHERE key = 'last_tag';
+            INSERT INTO records (change_tag, owner, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode,
+                                 modified_at, device, saved_at)
+            VALUES (7, 'u', 'A/upload', 'keep-both', '0123456789abcdef0123456789abcdef', 5, 'ab', false, 0, 5, 'ab', 420, 1, 'd', 1);
+            """)
+        let store = try PostgresStore(url: database.url, connections: 1)
+        defer { store.close() }
+        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 3)
+        #expect(try admin.scalar("SELECT count(*) FROM pg_indexes WHERE indexname = 'records_asset'") == 1)
+        let old = try store.changes(user: "u", after: 0, limit: PageLimit(records: 10, dataBytes: 1 << 20)).records
+        #expect(old.map(\.asset) == [Asset(id: "0123456789abcdef0123456789abcdef", size: 5, sha256: "ab")])
+        let file = ChunkedFile.random([300_000])
+        _ = try store.modify(user: "u", items: checked([file.record("A/big")]))
+        #expect(try store.changes(user: "u", after: 7, limit: PageLimit(records: 10, dataBytes: 1 << 20)).records.first?.asset == file.asset)
+        #expect(try store.assetIDs() == ["0123456789abcdef0123456789abcdef"])
     }
 
     @Test func preparedStatementsSurviveAReconnectAndManyDistinctOnesStillRun() throws {

@@ -403,6 +403,75 @@ private func savedTag(_ outcome: StoreOutcome) -> Int64? {
     }
 
     @Test(arguments: StoreKind.all)
+    func manifestsComeBackThroughTheFeedTheLookUpAConflictAndAMove(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let file = ChunkedFile.random([300_000, 1000, 4_194_304])
+            let saved = try store.modify(user: "u", items: checked([file.record("A/big"), fileRecord("A/small", "inline")]))
+            guard case let .saved(record) = saved[0] else { Issue.record("expected saved, got \(saved[0])"); return }
+            #expect(record.asset == file.asset && record.asset?.chunks?.count == 3)
+            #expect(try store.changes(user: "u", after: 0, limit: unlimited).records.map(\.asset) == [file.asset, nil])
+            #expect(try store.changes(user: "u", after: 0, limit: unlimited, within: "A").records.first?.asset == file.asset)
+            for includeData in [false, true] {
+                let listed = try store.records(user: "u", prefix: "A", after: nil, limit: unlimited, includeData: includeData).records
+                #expect(listed.map(\.asset) == [file.asset, nil])
+            }
+            let stale = try store.modify(user: "u", items: checked([fileRecord("A/big", "edit of nothing")]))
+            #expect(stale == [.conflict(record)])
+            // A move copies the manifest, never content.
+            let move = Record(path: "A/moved", size: file.size, sha256: file.hash, device: "laptop", movedFrom: "A/big")
+            let moved = try store.modify(user: "u", items: checked([move, tombstone("A/big", baseTag: record.changeTag)]))
+            guard case let .saved(copy) = moved[0] else { Issue.record("expected saved, got \(moved[0])"); return }
+            #expect(copy.asset == file.asset && copy.data == nil)
+            let small = try #require(savedTag(saved[1]))
+            #expect(try store.changes(user: "u", after: small, limit: unlimited).records.map(\.asset) == [file.asset, nil])
+            // An upload asset keeps its old form.
+            let upload = Asset(id: "0123456789abcdef0123456789abcdef", size: 5, sha256: Digest.sha256Hex(Array("asset".utf8)))
+            _ = try store.modify(user: "u", items: checked([Record(path: "A/upload", asset: upload, size: 5, sha256: upload.sha256, device: "d")]))
+            #expect(try store.records(user: "u", prefix: "A/upload", after: nil, limit: unlimited, includeData: false).records.first?.asset == upload)
+            #expect(try store.assetIDs() == [upload.id])
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func aPageOfManifestsStopsAtTheDataLimitLikeOneOfInlineContent(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            // 100 chunks each: 3,600 bytes of manifest a record.
+            let files = (0..<5).map { index in ChunkedFile(chunks: (0..<100).map { [UInt8(index), UInt8($0)] }) }
+            _ = try store.modify(user: "u", items: checked(files.enumerated().map { $0.element.record("A/\($0.offset)") }))
+            let page = try store.changes(user: "u", after: 0, limit: PageLimit(records: 100, dataBytes: 7_000))
+            #expect(page.records.count == 2 && page.more)
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func chunkReferencesAreWhatLiveRecordsNameAndAManifestIsFoundByItsHash(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let a = ChunkedFile.random([300, 200]), b = ChunkedFile.random([100]), c = ChunkedFile.random([50]), d = ChunkedFile.random([60])
+            let first = try store.modify(user: "u", items: checked([a.record("S/a"), b.record("T/b"), fileRecord("S/inline", "x")]))
+            _ = try store.modify(user: "v", items: checked([c.record("S/c")]))
+            let all = try store.chunkReferences(user: "u", after: 0)
+            #expect(all.names == Set(a.names + b.names))
+            let tags = first.compactMap(savedTag)
+            #expect(all.head == tags.max())
+            // Records changed since: only their chunks; a tombstone names none.
+            let later = try store.modify(user: "u", items: checked([tombstone("T/b", baseTag: tags[1]), d.record("S/d")])).compactMap(savedTag)
+            let since = try store.chunkReferences(user: "u", after: all.head)
+            #expect(since.names == Set(d.names) && since.head == later.max())
+            #expect(try store.chunkReferences(user: "u", after: 0).names == Set(a.names + d.names))
+            #expect(try store.chunkReferences(user: "v", after: 0).names == Set(c.names))
+            #expect(try store.chunkReferences(user: "w", after: 0) == ChunkReferences(names: [], head: 0))
+            #expect(try store.chunkReferences(user: "u", after: since.head) == ChunkReferences(names: [], head: since.head))
+
+            #expect(try store.manifest(user: "u", assetID: a.hash, within: nil) == a.refs)
+            #expect(try store.manifest(user: "u", assetID: a.hash, within: "S") == a.refs)
+            #expect(try store.manifest(user: "u", assetID: a.hash, within: "T") == nil)
+            #expect(try store.manifest(user: "v", assetID: a.hash, within: nil) == nil)
+            #expect(try store.manifest(user: "u", assetID: b.hash, within: nil) == nil)
+            #expect(try store.namesAsset(user: "u", assetID: a.hash, within: "S"))
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
     func callsAfterCloseThrow(kind: StoreKind) throws {
         let made = try kind.make()
         defer { withExtendedLifetime(made.keepAlive) {} }

@@ -243,6 +243,20 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         #expect(await fixture.replica.pendingCount == 0)
     }
 
+    /// The server stores inline content as given: a record declaring far more than its data could
+    /// inflate to (or more than any inline limit) is refused without taking that memory.
+    @Test(arguments: [Int64(1) << 30, Int64(65 << 20)])
+    func anInlineRecordDeclaringAHugeSizeIsNeverInflated(size: Int64) async throws {
+        let fixture = try Fixture()
+        var record = remote("Saves/bomb.bin", "tiny", tag: 1)
+        record.size = size
+        let report = try await fixture.replica.apply([record], token: nil)
+        #expect(report.notApplied == ["Saves/bomb.bin"])
+        let kept = try #require(try await fixture.replica.statusFacts(limit: 10).notApplied.first)
+        #expect(kept.failure.cause == .invalid && kept.failure.message.contains("never inflated"))
+        #expect(!fixture.exists("bomb.bin"))
+    }
+
     @Test func aMergeResultIsWrittenAndQueuedBasedOnTheRemoteVersion() async throws {
         let fixture = try Fixture()
         try await fixture.rules("*.txt", .union)

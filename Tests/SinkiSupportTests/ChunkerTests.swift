@@ -151,7 +151,7 @@ import Testing
     @Test func inputWithoutCutsIsCutAtTheMaximum() {
         // Zeros drive the gear hash to the fixed point -gear[0], whose top bits are not clear: no cut.
         let chunks = Chunker.chunks(of: [UInt8](repeating: 0, count: 10 << 20), profile: .large)
-        #expect(chunks.map(\.length) == [4 << 20, 4 << 20, 2 << 20])
+        #expect(chunks.map(\.length) == [2 << 20, 2 << 20, 2 << 20, 2 << 20, 2 << 20])
         #expect(chunks[0].sha256 == chunks[1].sha256)
     }
 
@@ -178,7 +178,8 @@ import Testing
         #expect(throws: SystemError.self) { try Chunker.chunks(ofPath: directory.child("missing")) }
     }
 
-    /// 64 MiB, 1 MiB changed in the middle: what a sender would upload again.
+    /// 64 MiB, 1 MiB changed in the middle: what a sender would upload again. The goals of issue 14:
+    /// at most 3 MiB after an overwrite, 4 MiB after an insert.
     @Test func editsStayLocal() {
         let size = 64 << 20
         let middle = size / 2 + 12345
@@ -192,9 +193,9 @@ import Testing
         overwritten.replaceSubrange(middle..<middle + patch.count, with: patch)
         let afterOverwrite = Chunker.chunks(of: overwritten, profile: .large)
         let resentOverwrite = fresh(afterOverwrite)
-        // The chunks the patch touches, and perhaps the one after if the cut that ended them moved.
-        #expect(resentOverwrite.count <= 3, "\(resentOverwrite)")
-        #expect(resentOverwrite.reduce(0) { $0 + $1.length } <= 4 << 20)
+        // The chunks the patch touches, and perhaps one or two after if the cuts that ended them moved.
+        #expect(resentOverwrite.reduce(0) { $0 + $1.length } <= 3 << 20, "\(resentOverwrite)")
+        #expect(afterOverwrite.count - resentOverwrite.count >= original.count - 8)
 
         var inserted = data
         inserted.insert(contentsOf: patch, at: middle)
@@ -202,13 +203,12 @@ import Testing
         // Every chunk ending before the insertion is kept in place.
         let before = original.filter { $0.offset + Int64($0.length) <= Int64(middle) }
         #expect(Array(afterInsert.prefix(before.count)) == before)
-        // After it, all but the one or two chunks around it come back, shifted by 1 MiB.
+        // After it, all but the few chunks around it come back, shifted by 1 MiB.
         let kept = Set(afterInsert.map(\.sha256))
         let lost = original.filter { !kept.contains($0.sha256) }
-        #expect(lost.count <= 2, "\(lost)")
+        #expect(lost.count <= 4, "\(lost)")
         let resentInsert = fresh(afterInsert)
-        #expect(resentInsert.count <= 3, "\(resentInsert)")
-        #expect(resentInsert.reduce(0) { $0 + $1.length } <= 5 << 20)
+        #expect(resentInsert.reduce(0) { $0 + $1.length } <= 4 << 20, "\(resentInsert)")
     }
 }
 
@@ -218,11 +218,13 @@ let GEAR1: UInt64 = 0x2b75_566d_0412_fba2
 let GEAR2: UInt64 = 0xd58c_7c88_e15b_9c17
 let GEAR3: UInt64 = 0xf38e_e1c2_8210_8604
 let GEAR255: UInt64 = 0x22da_6249_3294_4081
-let LARGE_ENDS: [Int64] = [1048848, 1880124, 3014126, 4107498, 5993548, 8208602, 9894399, 11434948, 12843194, 13772126, 14055690,
-                           16424560, 16777216]
-let LARGE_SHAS = ["c7e3b1c98bc548106f42218a97ba8878cacdea58631c8c6e131980b32e2948b1",
-                  "33c8df08c646227b376633ccb0527435a946a9afca0b90c9b3cd453d106876fd",
-                  "49b8b135e2ea1b9f29c8d3c66d6a507cc095cf36f8521f55e2116e2acccd2b72"]
+let LARGE_ENDS: [Int64] = [445853, 592482, 1030695, 1246684, 1694047, 1880124, 2023940, 2427842, 2965436, 3255145, 3751752,
+                           4107498, 4390009, 4809269, 5208662, 5667266, 5993548, 6443178, 6856490, 7922120, 8208602, 8437354,
+                           8781097, 9304774, 9894399, 10290553, 10694355, 10829417, 11332710, 11720804, 12137558, 12696786,
+                           12843194, 13389636, 13772126, 14009730, 14485296, 14941810, 15824442, 16291760, 16424560, 16777216]
+let LARGE_SHAS = ["9860a791160dacac18bd7e20ee3ecf41d0f56cd62684cb7a47f4b9eed01a8ece",
+                  "eb4145883daff325ea8bb538137f5b1af851b32e2f500d2828360d9117a490fa",
+                  "9492ee8f99aae9b781c3615ce9742ac87080ccd7e2d8b9a896266879ad2492bb"]
 let SMALL_ENDS: [Int64] = [445853, 565686, 860050, 1030695, 1122304, 1246684, 1564481, 1880124, 2023940, 2427842, 2737517,
                            3014126, 3255145, 3617809, 3751752, 4107498, 4194304]
 let SMALL_SHAS = ["9860a791160dacac18bd7e20ee3ecf41d0f56cd62684cb7a47f4b9eed01a8ece",

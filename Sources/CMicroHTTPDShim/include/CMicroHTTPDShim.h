@@ -33,4 +33,8 @@ struct MHD_Daemon *sinki_mhd_start(unsigned int flags, int listen_fd, unsigned i
 
 /// The socket of a connection (MHD_CONNECTION_INFO_CONNECTION_FD), -1 when unknown.
 int sinki_mhd_connection_fd(struct MHD_Connection *connection);
+
+/// What a content reader returns to end a response with an error (MHD_CONTENT_READER_END_WITH_ERROR,
+/// a macro with a cast, which Swift does not import).
+static const ssize_t sinki_mhd_reader_error = MHD_CONTENT_READER_END_WITH_ERROR;
 #endif

@@ -416,6 +416,9 @@ final class HTTPServer: Sendable {
     /// was a fifth of the server's CPU under the load benchmark, and 200 idle connections held 100 MiB.
     static let connectionMemory = 128 * 1024
 
+    /// How much of a streamed body libmicrohttpd asks for at a time (its buffer for the response).
+    private static let streamBlockSize = 256 * 1024
+
     /// Bodies up to this size are copied into libmicrohttpd; larger ones are lent to it in place.
     private static let copyLimit = 16 * 1024
 
@@ -429,6 +432,18 @@ final class HTTPServer: Sendable {
         case let .file(fd, offset, length):
             made = MHD_create_response_from_fd_at_offset64(UInt64(length), fd, UInt64(offset))
             if made == nil { close(fd) }
+        case let .stream(source, length):
+            let box = Unmanaged.passRetained(SourceBox(source))
+            made = MHD_create_response_from_callback(
+                UInt64(length), Self.streamBlockSize,
+                { cls, position, buffer, most in
+                    let source = Unmanaged<SourceBox>.fromOpaque(cls!).takeUnretainedValue().source
+                    guard let buffer, most > 0 else { return sinki_mhd_reader_error }
+                    let got = try? source.read(at: Int64(position), into: UnsafeMutableRawBufferPointer(start: buffer, count: most))
+                    return got.map { $0 > 0 ? $0 : sinki_mhd_reader_error } ?? sinki_mhd_reader_error
+                },
+                box.toOpaque(), { cls in Unmanaged<SourceBox>.fromOpaque(cls!).release() })
+            if made == nil { box.release() }
         case let .bytes(bytes):
             let pinned = Unmanaged.passRetained(PinnedBytes(bytes))
             made = MHD_create_response_from_buffer_with_free_callback_cls(
@@ -461,6 +476,12 @@ final class HTTPServer: Sendable {
         }
         return RandomID.hex(bytes: 8)
     }
+}
+
+/// A streamed body's source, retained for libmicrohttpd until its free callback.
+private final class SourceBox {
+    let source: any ContentSource
+    init(_ source: any ContentSource) { self.source = source }
 }
 
 /// A response body lent to libmicrohttpd without a copy: it reads `bytes` in place until it calls the

@@ -101,6 +101,17 @@ enum ResponseBody {
     /// `length` bytes of an open file from `offset`, sent by libmicrohttpd straight from the descriptor
     /// (sendfile), which it owns and closes from here on.
     case file(fd: Int32, offset: Int64, length: Int64)
+    /// `length` bytes read from `source` piece by piece as libmicrohttpd sends them (a manifest asset
+    /// from its chunk files): nothing is built whole on disk or in memory.
+    case stream(any ContentSource, length: Int64)
+}
+
+/// A response body libmicrohttpd pulls as it sends. Used by the worker thread of its connection only.
+protocol ContentSource: AnyObject {
+    /// Copies the body's bytes from `offset` (counted from the body's start) into `buffer`, at least one
+    /// and at most `buffer.count`; returns how many. Throwing ends the answer mid-body: the connection
+    /// closes and the client, short of `Content-Length`, asks again.
+    func read(at offset: Int64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int
 }
 
 struct Response {

@@ -7,16 +7,11 @@ struct ModifyRoute: Route {
     let hub: WaiterHub
     let limits: ServerLimits
     let uploads: UploadStore
+    let chunks: ChunkStore
 
     func begin(_ request: Request) throws -> BodyPolicy {
         try request.requireWritable()
-        let type = request.header("Content-Type")
-        let mediaType = type.map { $0.split(separator: ";", maxSplits: 1).first.map(String.init) ?? "" }?
-            .trimmingSpaces.lowercased()
-        guard mediaType == "application/json" else {
-            throw Problem(.unsupportedMediaType, detail: type.map { "\(request.path) takes application/json, not \(quoted($0))" }
-                          ?? "\(request.path) takes application/json; the request has no Content-Type")
-        }
+        try request.requireJSON()
         return .buffer(limit: limits.maxBodyBytes)
     }
 
@@ -34,12 +29,15 @@ struct ModifyRoute: Route {
         let scope = request.identity.scope
         let uploads = self.uploads
         let store = self.store
-        let validator = ModifyValidator(maxInlineBytes: limits.maxInlineBytes, assetFacts: { id in
-            // A narrowed token may name an asset made within its prefix or already named there: never
-            // copy in content it could not read.
-            uploads.assetFacts(id, user: user, prefix: scope.prefix,
-                               namedWithin: { (try? store.namesAsset(user: user, assetID: id, within: $0)) ?? false })
-        })
+        let validator = ModifyValidator(
+            maxInlineBytes: limits.maxInlineBytes, maxManifestChunks: limits.maxManifestChunks, maxManifestBytes: uploads.settings.maxSize,
+            tokenMaxBytes: scope.maxUploadBytes,
+            assetFacts: { id in
+                // A narrowed token may name an asset made within its prefix or already named there: never
+                // copy in content it could not read.
+                uploads.assetFacts(id, user: user, prefix: scope.prefix,
+                                   namedWithin: { (try? store.namesAsset(user: user, assetID: id, within: $0)) ?? false })
+            })
         var results = [ModifyResult?](repeating: nil, count: batch.records.count)
         var checked: [CheckedRecord] = []
         var positions: [Int] = []
@@ -59,7 +57,7 @@ struct ModifyRoute: Route {
                 results[index] = ModifyResult(path: record.path, status: .refused, problem: problem)
             }
         }
-        let outcomes = try store.modify(user: user, items: checked)
+        let outcomes = try commit(checked, positions: &positions, results: &results, request: request)
         var savedAny = false
         for (index, outcome) in zip(positions, outcomes) {
             switch outcome {
@@ -75,6 +73,42 @@ struct ModifyRoute: Route {
         }
         if savedAny { hub.notify(user: user) }
         return .response(.json(ModifyResponse(results: results.map { $0! }).jsonBytes))
+    }
+
+    /// Hands the checked items to the store. Items with a manifest are checked against the user's chunks
+    /// first, under the user's shared chunk lock held until the commit: garbage collection deletes only
+    /// under the exclusive one, so a chunk found here is still there when the record naming it commits.
+    /// An item naming chunks the user lacks is `refused` (`409 chunks-missing`) and left out; the
+    /// chunks of the rest are made durable before the commit.
+    private func commit(_ checked: [CheckedRecord], positions: inout [Int], results: inout [ModifyResult?],
+                        request: Request) throws -> [StoreOutcome] {
+        let user = request.identity.user
+        let manifests = checked.indices.filter { checked[$0].record.asset?.isManifest == true && !checked[$0].record.deleted }
+        guard !manifests.isEmpty else { return try store.modify(user: user, items: checked) }
+        // Nil when the user has no chunks at all: then every chunk is missing, and nothing to guard.
+        let lock = try chunks.lock(user, exclusive: false)
+        defer { withExtendedLifetime(lock) {} }
+        var refused = Set<Int>()
+        var newestChange: Int64 = 0
+        for index in manifests {
+            let record = checked[index].record
+            let (missing, newest) = chunks.absent(record.asset?.chunks ?? [], user: user, prefix: request.scopePrefix)
+            guard !missing.isEmpty else {
+                newestChange = max(newestChange, newest)
+                continue
+            }
+            let shown = missing.prefix(16).joined(separator: ", ")
+            var problem = Problem(.chunksMissing, detail: "the manifest of \(quoted(record.path)) names \(missing.count) chunk(s) the server does not "
+                                  + "hold for you: \(shown)\(missing.count > 16 ? ", …" : ""); upload them and send the record again",
+                                  field: "asset.chunks")
+            problem.requestId = request.requestID
+            results[positions[index]] = ModifyResult(path: record.path, status: .refused, problem: problem)
+            refused.insert(index)
+        }
+        let kept = checked.indices.filter { !refused.contains($0) }
+        positions = kept.map { positions[$0] }
+        if manifests.count > refused.count { try chunks.makeDurable(newestChange: newestChange) }
+        return try store.modify(user: user, items: kept.map { checked[$0] })
     }
 }
 
@@ -166,6 +200,19 @@ struct LookupRoute: Route {
             return
         } catch {
             throw Problem(.badPath, detail: error.description)
+        }
+    }
+}
+
+extension Request {
+    /// A JSON route's body must be `application/json` (parameters such as `charset` allowed): 415 otherwise.
+    func requireJSON() throws(Problem) {
+        let type = header("Content-Type")
+        let mediaType = type.map { $0.split(separator: ";", maxSplits: 1).first.map(String.init) ?? "" }?
+            .trimmingSpaces.lowercased()
+        guard mediaType == "application/json" else {
+            throw Problem(.unsupportedMediaType, detail: type.map { "\(path) takes application/json, not \(quoted($0))" }
+                          ?? "\(path) takes application/json; the request has no Content-Type")
         }
     }
 }

@@ -107,8 +107,19 @@ public protocol RecordStore: Sendable {
     /// transaction (docs/server.md, "Tombstone retention").
     func sweepTombstones(savedBefore cutoff: Int64, limit: Int) throws -> TombstoneSweep
 
-    /// Every asset id a record names (tombstones name none): the blobs that must stay.
+    /// Every upload asset id a record names (tombstones name none): the blobs that must stay. Manifest
+    /// assets are not among them: their chunks are `chunkReferences`.
     func assetIDs() throws -> Set<String>
+
+    /// The manifest of a live record of the user whose asset is `assetID` (a manifest hash), at
+    /// `prefix` or below it when one is given; nil when there is none. What `GET /v1/assets/ID` serves.
+    func manifest(user: String, assetID: String, within prefix: String?) throws -> [ChunkRef]?
+
+    /// The chunks the manifests of the user's live records name, among records whose changeTag is above
+    /// `tag` (0: all of them), and the user's highest changeTag as it was before they were read (at
+    /// least `tag`): the records committed later are those above it, for a second look from there.
+    /// Garbage collection removes only chunks no live record names (docs/server.md, "Chunks").
+    func chunkReferences(user: String, after tag: Int64) throws -> ChunkReferences
 
     /// Releases the store; no other call may follow.
     func close()
@@ -125,6 +136,20 @@ public struct TombstoneSweep: Sendable, Equatable {
         self.removed = removed
         self.floor = floor
         self.more = more
+    }
+}
+
+/// The chunks a user's live records name (`RecordStore.chunkReferences`).
+public struct ChunkReferences: Sendable, Equatable {
+    /// Chunk names (64 lowercase hex digits).
+    public var names: Set<String>
+    /// The highest change tag among the user's records when they were read: records changed later
+    /// have higher tags.
+    public var head: Int64
+
+    public init(names: Set<String>, head: Int64) {
+        self.names = names
+        self.head = head
     }
 }
 

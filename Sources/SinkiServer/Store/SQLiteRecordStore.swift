@@ -26,6 +26,10 @@ public struct StoreClosedError: Error, Sendable, CustomStringConvertible {
 ///   index `(user, change_tag)` leads straight to the row; `(user, path)` is unique. Inline content is
 ///   the compressed bytes exactly as the writer sent them, in the last column so that reading the other
 ///   columns never walks its overflow pages. `saved_at` (server clock) is for tombstone retention.
+///   `asset_chunks` is a manifest asset's chunks (`ManifestCoding`: 36 bytes each), NULL for any other
+///   record; added by schema 3 after `data`, which reading it skips (a manifest record has no data, and
+///   an inline one's NULL manifest is known from the row's header). `records_asset` finds the records
+///   naming an asset.
 ///
 /// One writer connection behind a lock serialises commits, which is also what keeps changeTags in commit
 /// order; readers use a small pool of their own connections and never wait for a commit (WAL). Copying
@@ -40,8 +44,9 @@ public final class SQLiteRecordStore: ServerStore {
     private let nextReader = Atomic<Int>(0)
     private let checkpointer: Checkpointer
 
-    /// 1: records; 2: users and device tokens (`SQLiteRecordStore+Accounts.swift`).
-    static let schemaVersion = 2
+    /// 1: records; 2: users and device tokens (`SQLiteRecordStore+Accounts.swift`); 3: manifests of
+    /// chunks (`asset_chunks`) and the index of records by asset.
+    static let schemaVersion = 3
 
     /// Opens (creating if needed) the database at `path`; `readers` read connections serve feeds and
     /// look-ups alongside the writer.
@@ -92,6 +97,7 @@ public final class SQLiteRecordStore: ServerStore {
                            RandomID.hex(bytes: 8))
             }
             if version < 2 { try db.execute(accountsSchema) }
+            if version < 3 { try db.execute(manifestSchema) }
             try db.execute(retentionIndex)
             if version < schemaVersion { try db.setUserVersion(schemaVersion) }
             var id: String?
@@ -103,17 +109,24 @@ public final class SQLiteRecordStore: ServerStore {
         }
     }
 
+    /// Schema 3: a manifest asset's chunks, and records found by the asset they name (the asset route,
+    /// narrowed tokens).
+    static let manifestSchema = """
+        ALTER TABLE records ADD COLUMN asset_chunks BLOB;
+        CREATE INDEX records_asset ON records(user, asset_id) WHERE asset_id IS NOT NULL;
+        """
+
     // MARK: Writing
 
     private static let insertSQL = """
         INSERT INTO records (change_tag, user, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag,
-                             size, sha256, mode, modified_at, device, saved_at, moved_from, data)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                             size, sha256, mode, modified_at, device, saved_at, moved_from, data, asset_chunks)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
     private static let updateSQL = """
         UPDATE records SET change_tag = ?, user = ?, path = ?, type = ?, asset_id = ?, asset_size = ?, asset_sha256 = ?,
                            deleted = ?, base_tag = ?, size = ?, sha256 = ?, mode = ?, modified_at = ?, device = ?,
-                           saved_at = ?, moved_from = ?, data = ?
+                           saved_at = ?, moved_from = ?, data = ?, asset_chunks = ?
         WHERE change_tag = ?
         """
 
@@ -156,7 +169,7 @@ public final class SQLiteRecordStore: ServerStore {
                     let values: [any SQLBindable] = [
                         tag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
                         record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
-                        record.device, now, record.deleted ? nil : record.movedFrom, record.data,
+                        record.device, now, record.deleted ? nil : record.movedFrom, record.data, record.asset?.storedChunks,
                     ]
                     let statement = try db.prepare(current == 0 ? Self.insertSQL : Self.updateSQL)
                     try statement.bind(current == 0 ? values : values + [current])
@@ -168,20 +181,21 @@ public final class SQLiteRecordStore: ServerStore {
                 return outcomes
             }
         }
-        checkpointer.wrote(bytes: items.reduce(0) { $0 + 256 + ($1.record.data?.count ?? 0) })
+        checkpointer.wrote(bytes: items.reduce(0) { $0 + 256 + ($1.record.data?.count ?? 0) + ($1.record.asset?.chunks?.count ?? 0) * ManifestCoding.entryBytes })
         return outcomes
     }
 
     // MARK: Reading
 
-    /// Columns read into a Record, `data` last (see the type comment).
-    private static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from"
+    /// Columns read into a Record, `data` last when asked for (see the type comment).
+    private static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from, asset_chunks"
 
-    private static func record(from row: Statement, hasData: Bool) -> Record {
+    private static func record(from row: Statement, hasData: Bool) throws -> Record {
         var record = Record(path: row.text(1), type: row.text(2))
         record.changeTag = row.int64(0)
         if let id = row.optionalText(3) {
             record.asset = Asset(id: id, size: row.int64(4), sha256: row.text(5))
+            if let stored = row.optionalBlob(14) { record.asset?.chunks = try Asset.chunks(stored: stored, path: record.path) }
         }
         record.deleted = row.bool(6)
         record.baseTag = row.int64(7)
@@ -191,7 +205,7 @@ public final class SQLiteRecordStore: ServerStore {
         record.modifiedAt = row.int64(11)
         record.device = row.text(12)
         record.movedFrom = row.optionalText(13)
-        if hasData { record.data = row.optionalBlob(14) }
+        if hasData { record.data = row.optionalBlob(15) }
         return record
     }
 
@@ -199,14 +213,14 @@ public final class SQLiteRecordStore: ServerStore {
     private static func content(_ db: SQLiteDatabase, user: String, path: String) throws -> Record? {
         var found: Record?
         try db.query("SELECT \(columns), data FROM records WHERE user = ? AND path = ? AND deleted = 0", user, path) { row in
-            found = record(from: row, hasData: true)
+            found = try record(from: row, hasData: true)
         }
         return found
     }
 
     private static func fetch(_ db: SQLiteDatabase, changeTag: Int64) throws -> Record {
         var found: Record?
-        try db.query("SELECT \(columns), data FROM records WHERE change_tag = ?", changeTag) { found = record(from: $0, hasData: true) }
+        try db.query("SELECT \(columns), data FROM records WHERE change_tag = ?", changeTag) { found = try record(from: $0, hasData: true) }
         guard let found else {
             throw RecordStoreError(path: db.path, message: "bug: record \(changeTag) vanished inside a transaction")
         }
@@ -225,8 +239,8 @@ public final class SQLiteRecordStore: ServerStore {
         var dataBytes = 0
         while try statement.step() {
             if records.count >= limit.records || dataBytes > limit.dataBytes { return (records, true) }
-            let record = record(from: statement, hasData: hasData)
-            dataBytes += record.data?.count ?? 0
+            let record = try record(from: statement, hasData: hasData)
+            dataBytes += record.pageBytes
             records.append(record)
         }
         return (records, false)
@@ -262,6 +276,34 @@ public final class SQLiteRecordStore: ServerStore {
                 SELECT 1 FROM records WHERE user = ?1 AND asset_id = ?2 AND deleted = 0
                 AND path >= ?3 AND path < ?4 AND (path = ?3 OR path >= ?5) LIMIT 1
                 """, user, assetID, prefix, prefix + "0", prefix + "/") != nil
+        }
+    }
+
+    public func manifest(user: String, assetID: String, within prefix: String?) throws -> [ChunkRef]? {
+        try reader().use { db in
+            var found: [ChunkRef]?
+            let narrowed = prefix.map { [$0, $0 + "0", $0 + "/"] } ?? ["", "", ""]
+            try db.query("""
+                SELECT path, asset_chunks FROM records WHERE user = ?1 AND asset_id = ?2 AND deleted = 0 AND asset_chunks IS NOT NULL
+                AND (?3 = '' OR (path >= ?3 AND path < ?4 AND (path = ?3 OR path >= ?5))) LIMIT 1
+                """, user, assetID, narrowed[0], narrowed[1], narrowed[2]) { row in
+                found = try Asset.chunks(stored: row.blob(1), path: row.text(0))
+            }
+            return found
+        }
+    }
+
+    public func chunkReferences(user: String, after tag: Int64) throws -> ChunkReferences {
+        try reader().use { db in
+            // The head first: every record at or below it is committed, so the list read next holds it.
+            let head = try db.scalar("SELECT max(change_tag) FROM records WHERE user = ?", user) ?? 0
+            var names = Set<String>()
+            try db.query("""
+                SELECT path, asset_chunks FROM records WHERE user = ? AND change_tag > ? AND deleted = 0 AND asset_chunks IS NOT NULL
+                """, user, tag) { row in
+                for chunk in try Asset.chunks(stored: row.blob(1), path: row.text(0)) { names.insert(chunk.sha256) }
+            }
+            return ChunkReferences(names: names, head: max(head, tag))
         }
     }
 

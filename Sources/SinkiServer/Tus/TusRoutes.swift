@@ -53,6 +53,18 @@ enum TusEndpoint {
         }
     }
 
+    /// The chunk a creation uploads (metadata key `chunk`: its SHA-256 in lowercase hex); nil for an
+    /// ordinary upload.
+    static func chunkName(_ metadata: TusMetadata) throws(Problem) -> String? {
+        guard let pair = metadata.pairs.first(where: { $0.key == Tus.chunkMetadataKey }) else { return nil }
+        guard let value = pair.value, let name = String(validating: value, as: UTF8.self), ChunkStore.isName(name) else {
+            let shown = pair.value.map { String(decoding: $0.prefix(80), as: UTF8.self) } ?? ""
+            throw Problem(.badRequest, detail: "Upload-Metadata \(Tus.chunkMetadataKey) must be the chunk's SHA-256 as 64 lowercase hex "
+                          + "digits (base64-encoded like every metadata value), not \(quoted(shown))")
+        }
+        return name
+    }
+
     /// `Upload-Checksum`, when sent: an algorithm this server offers and a digest of its size.
     static func checksum(_ request: Request) throws(Problem) -> (Digest.Algorithm, [UInt8])? {
         try checksum(request.header("Upload-Checksum"))
@@ -139,15 +151,19 @@ struct TusCreateRoute: Route {
     var commonHeaders: [(String, String)] { TusEndpoint.headers }
 
     private enum Plan {
-        case single(length: Int64?, concat: UploadInfo.Concat)
+        /// One upload; `chunk`: the name of the chunk it uploads.
+        case single(length: Int64?, concat: UploadInfo.Concat, chunk: String?)
         case final(parts: [String])
     }
 
-    private func plan(_ request: Request) throws -> Plan {
+    private func plan(_ request: Request, metadata: TusMetadata) throws -> Plan {
         try TusEndpoint.checkVersion(request)
         try request.requireWritable()
         let length = try TusEndpoint.integer(request, "Upload-Length")
         let deferred = request.header("Upload-Defer-Length")
+        if let chunk = try TusEndpoint.chunkName(metadata) {
+            return .single(length: try chunkLength(request, length: length, deferred: deferred), concat: .none, chunk: chunk)
+        }
         var concat = UploadInfo.Concat.none
         if let header = request.header("Upload-Concat") {
             if header == "partial" {
@@ -169,16 +185,38 @@ struct TusCreateRoute: Route {
             throw Problem(.badRequest, detail: "send Upload-Length or Upload-Defer-Length, not both")
         case (nil, let deferred?):
             guard deferred == "1" else { throw Problem(.badRequest, detail: "Upload-Defer-Length must be 1, not \(quoted(deferred))") }
-            return .single(length: nil, concat: concat)
+            return .single(length: nil, concat: concat, chunk: nil)
         case (let length?, nil):
-            guard length <= store.settings.maxSize else {
-                throw Problem(.tooLarge, detail: "Upload-Length \(length) is over Tus-Max-Size \(store.settings.maxSize)")
-            }
-            if let most = request.identity.scope.maxUploadBytes, length > most {
-                throw Problem(.tooLarge, detail: "Upload-Length \(length) is over the token's maxUploadBytes \(most)", field: "maxUploadBytes")
-            }
-            return .single(length: length, concat: concat)
+            try checkLength(request, length)
+            return .single(length: length, concat: concat, chunk: nil)
         }
+    }
+
+    /// The server's and the token's limits on an upload's length.
+    private func checkLength(_ request: Request, _ length: Int64) throws(Problem) {
+        guard length <= store.settings.maxSize else {
+            throw Problem(.tooLarge, detail: "Upload-Length \(length) is over Tus-Max-Size \(store.settings.maxSize)")
+        }
+        if let most = request.identity.scope.maxUploadBytes, length > most {
+            throw Problem(.tooLarge, detail: "Upload-Length \(length) is over the token's maxUploadBytes \(most)", field: "maxUploadBytes")
+        }
+    }
+
+    /// A chunk upload's length: given at creation, 1 byte to the largest chunk (4 MiB), and within the
+    /// server's and the token's limits; never part of a concatenation.
+    private func chunkLength(_ request: Request, length: Int64?, deferred: String?) throws(Problem) -> Int64 {
+        guard request.header("Upload-Concat") == nil else {
+            throw Problem(.badRequest, detail: "a chunk upload (Upload-Metadata \(Tus.chunkMetadataKey)) takes no Upload-Concat")
+        }
+        guard let length, deferred == nil else {
+            throw Problem(.badRequest, detail: "a chunk upload sends its Upload-Length (1 to \(ChunkStore.maxChunkBytes)), not Upload-Defer-Length")
+        }
+        guard length >= 1 else { throw Problem(.badRequest, detail: "a chunk is 1 to \(ChunkStore.maxChunkBytes) bytes; Upload-Length is 0") }
+        guard length <= ChunkStore.maxChunkBytes else {
+            throw Problem(.tooLarge, detail: "a chunk is at most \(ChunkStore.maxChunkBytes) bytes; Upload-Length is \(length)")
+        }
+        try checkLength(request, length)
+        return length
     }
 
     /// One upload more for the token's chain, refused once it has started `maxUploads`. Counted once
@@ -193,11 +231,14 @@ struct TusCreateRoute: Route {
     }
 
     func begin(_ request: Request) throws -> BodyPolicy {
-        let plan = try plan(request)
         let metadata = try TusEndpoint.metadata(request)
-        try count(request)
+        let plan = try plan(request, metadata: metadata)
+        // A chunk upload is not counted: a 1 GiB file is a thousand of them. Each chunk, and a record's
+        // manifest as a whole, are still held to the token's maxUploadBytes.
+        if case .single(_, _, chunk: nil) = plan { try count(request) }
+        if case .final = plan { try count(request) }
         guard TusEndpoint.hasBody(request) else { return .none }
-        guard case let .single(length, concat) = plan else { return .none }
+        guard case let .single(length, concat, chunk) = plan else { return .none }
         // creation-with-upload: the body is the first chunk.
         try TusEndpoint.checkChunkType(request)
         let checksum = try TusEndpoint.checksum(request)
@@ -205,7 +246,7 @@ struct TusCreateRoute: Route {
             throw Problem(.tooLarge, detail: "the body of \(declared) bytes is longer than Upload-Length \(length)")
         }
         let upload = try store.create(user: request.identity.user, length: length, metadata: metadata, concat: concat,
-                                      scope: request.scopePrefix)
+                                      scope: request.scopePrefix, chunk: chunk)
         do {
             return .stream(try store.beginChunk(upload, offset: 0, newLength: nil, declaredLength: request.contentLength.map(Int64.init),
                                                 checksum: checksum, createdHere: true, maxBytes: request.identity.scope.maxUploadBytes,
@@ -222,10 +263,10 @@ struct TusCreateRoute: Route {
             info = try writer.commit()
         } else {
             let metadata = try TusEndpoint.metadata(request)
-            switch try plan(request) {
-            case let .single(length, concat):
+            switch try plan(request, metadata: metadata) {
+            case let .single(length, concat, chunk):
                 info = try store.create(user: request.identity.user, length: length, metadata: metadata, concat: concat,
-                                        scope: request.scopePrefix).info
+                                        scope: request.scopePrefix, chunk: chunk).info
             case let .final(parts):
                 info = try store.createFinal(user: request.identity.user, parts: parts, metadata: metadata, scope: request.scopePrefix,
                                              maxBytes: request.identity.scope.maxUploadBytes).info

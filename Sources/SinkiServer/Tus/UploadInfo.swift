@@ -31,6 +31,9 @@ struct UploadInfo: Sendable, Equatable {
     /// The path prefix of the token that created it (nil: a token without one). A token narrowed to a
     /// prefix sees only uploads made within it (docs/tokens.md).
     var scope: String?
+    /// For a chunk upload (`Upload-Metadata` key `chunk`): the chunk's name, under which the finished
+    /// bytes go to the user's chunks (`ChunkStore`). Such an upload gets no SHA-256 of its own.
+    var chunk: String?
 
     var isFinished: Bool { length.map { offset == $0 } ?? false }
 
@@ -55,6 +58,7 @@ struct UploadInfo: Sendable, Equatable {
         writer.field("sha256", sha256)
         writer.field("expired", expired)
         if let scope { writer.field("scope", scope) }
+        if let chunk { writer.field("chunk", chunk) }
         writer.endObject()
         return writer.bytes
     }
@@ -78,6 +82,7 @@ struct UploadInfo: Sendable, Equatable {
             case "sha256": info.sha256 = try reader.readString()
             case "expired": info.expired = try reader.readBool()
             case "scope": info.scope = try reader.readString()
+            case "chunk": info.chunk = try reader.readString()
             default: try reader.skipValue()
             }
         }

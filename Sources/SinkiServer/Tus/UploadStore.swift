@@ -14,8 +14,13 @@ import Synchronization
 /// - `ID.info`: one JSON object (`UploadInfo`): `id`, `user`, `length` (-1 while deferred), `offset`,
 ///   `metadata` (the `Upload-Metadata` header as re-encoded from the validated pairs), `createdAt`
 ///   and `touchedAt` (nanoseconds since the epoch), `concat` (`none`, `partial`, `final`), `parts`
-///   (ids of a final's parts), `sha256` (hex, once finished), `expired`. Replaced whole: written to
-///   `ID.info.tmp`, then renamed over.
+///   (ids of a final's parts), `sha256` (hex, once finished), `expired`, `scope` (the prefix of the
+///   token that made it), `chunk` (a chunk upload's name). Replaced whole: written to
+///   `ID.info.tmp.PID`, then renamed over.
+///
+/// A chunk upload (`Upload-Metadata` key `chunk`) is an upload like any other until its last byte:
+/// then `ID.bin` is renamed into the user's chunks (`ChunkStore`; dropped when the chunk is held
+/// already) and `ID.info` goes, so its id answers 404 from then on. It gets no SHA-256 of its own.
 ///
 /// Data is not fsynced per PATCH (a crash costs the client a resend from the offset HEAD gives); a
 /// finished upload's data and info are fsynced before the request that finished it is answered, so an
@@ -28,13 +33,16 @@ import Synchronization
 public final class UploadStore: Sendable {
     let directory: String
     let settings: UploadSettings
+    /// Where finished chunk uploads go.
+    let chunks: ChunkStore
     private let logger: Logger
     private let uploads = Mutex<[String: Upload]>([:])
     private let sweeper: Sweeper
 
-    init(directory: String, settings: UploadSettings, logger: Logger) throws(ServerError) {
+    init(directory: String, settings: UploadSettings, chunks: ChunkStore, logger: Logger) throws(ServerError) {
         self.directory = directory
         self.settings = settings
+        self.chunks = chunks
         self.logger = logger
         sweeper = Sweeper()
         do {
@@ -151,12 +159,14 @@ public final class UploadStore: Sendable {
 
     // MARK: Creating and removing
 
-    /// A new empty upload (creation). `length` nil: deferred.
-    func create(user: String, length: Int64?, metadata: TusMetadata, concat: UploadInfo.Concat, scope: String? = nil) throws -> Upload {
+    /// A new empty upload (creation). `length` nil: deferred. `chunk`: the name of the chunk it uploads.
+    func create(user: String, length: Int64?, metadata: TusMetadata, concat: UploadInfo.Concat, scope: String? = nil,
+                chunk: String? = nil) throws -> Upload {
         let now = Clock.now()
         var info = UploadInfo(id: RandomID.hex(bytes: 16), user: user, length: length, metadata: metadata,
                               createdAt: now, touchedAt: now, concat: concat)
         info.scope = scope
+        info.chunk = chunk
         _ = try FileDescriptor.open(dataPath(info.id), flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
         let upload = Upload(info: info)
         do {
@@ -269,11 +279,18 @@ public final class UploadStore: Sendable {
         // A writer here first (ending one gone silent), then the lock across servers, then what the
         // last writer left: the checks below are against that.
         try upload.state.withLock { (state: inout Upload.State) throws in try refuseIfBusy(upload, &state, stalledAfter: stalledAfter) }
-        guard let file = try lockAcrossServers(upload) else {
+        let locked: FileDescriptor?
+        do {
+            locked = try lockAcrossServers(upload)
+        } catch let error as SystemError where error.errno == ENOENT {
+            // Finished elsewhere meanwhile (a chunk upload's bytes went to the chunks) or terminated.
+            throw Problem(.notFound, detail: "no upload \(quoted(upload.id))")
+        }
+        guard let file = locked else {
             throw Problem(.uploadLocked, detail: "another server is writing upload \(upload.id); try again")
         }
         if !refresh(upload) { throw Problem(.notFound, detail: "no upload \(quoted(upload.id))") }
-        let (limit, hasher) = try upload.state.withLock { (state: inout Upload.State) throws -> (Int64, TrailingDigest) in
+        let (limit, hasher) = try upload.state.withLock { (state: inout Upload.State) throws -> (Int64, TrailingDigest?) in
             try refuseIfBusy(upload, &state, stalledAfter: stalledAfter)
             let info = state.info
             guard info.concat != .final else { throw Problem(.uploadFinal, detail: "upload \(upload.id) is a final upload; it takes no PATCH") }
@@ -295,6 +312,12 @@ public final class UploadStore: Sendable {
             if let declaredLength, offset + declaredLength > limit {
                 throw Problem(.tooLarge, detail: "the chunk of \(declaredLength) bytes at \(offset) goes past the upload's \(length == nil ? "limit" : "length") of \(limit) bytes")
             }
+            state.busy = true
+            state.writerSocket = socket
+            state.writerProgressAt = Clock.monotonic()
+            // A chunk upload gets no SHA-256 here: its name says what it should be, and every receiver
+            // checks the chunk against it before use.
+            guard info.chunk == nil else { return (limit, nil) }
             if state.hasher == nil || state.hashedTo != offset {
                 // A restart (or a chunk that could not be taken back) lost the running hash: what is on
                 // disk is hashed again, beside the new chunk.
@@ -303,9 +326,6 @@ public final class UploadStore: Sendable {
                 state.hasher = hasher
                 state.hashedTo = offset
             }
-            state.busy = true
-            state.writerSocket = socket
-            state.writerProgressAt = Clock.monotonic()
             // The chunk may yet be taken back (a checksum that does not match, a write that fails).
             state.hasher!.mark(at: offset)
             return (limit, state.hasher!)
@@ -522,8 +542,8 @@ final class ChunkWriter: BodySink {
     private let store: UploadStore
     let upload: Upload
     private let file: FileDescriptor
-    /// The upload's SHA-256, told of each byte written.
-    private let hasher: TrailingDigest
+    /// The upload's SHA-256, told of each byte written; nil for a chunk upload.
+    private let hasher: TrailingDigest?
     private let start: Int64
     private let limit: Int64
     private let newLength: Int64?
@@ -540,7 +560,7 @@ final class ChunkWriter: BodySink {
     /// Write-back is started per this many bytes received.
     private static let writebackStep: Int64 = 8 << 20
 
-    init(store: UploadStore, upload: Upload, file: FileDescriptor, hasher: TrailingDigest, start: Int64, limit: Int64, newLength: Int64?,
+    init(store: UploadStore, upload: Upload, file: FileDescriptor, hasher: TrailingDigest?, start: Int64, limit: Int64, newLength: Int64?,
          checksum: (Digest.Algorithm, [UInt8])?, createdHere: Bool, reserved: Int64 = 0) {
         self.hasher = hasher
         self.store = store
@@ -573,7 +593,7 @@ final class ChunkWriter: BodySink {
             file.startWriteback(start + flushed, received - flushed)
             flushed = received
         }
-        hasher.advance(to: start + received)
+        hasher?.advance(to: start + received)
         checker?.advance(to: start + received)
     }
 
@@ -609,7 +629,7 @@ final class ChunkWriter: BodySink {
 
     private func keep() throws -> UploadInfo {
         ended = true
-        defer { hasher.release() }
+        defer { hasher?.release() }
         // The chunk's tail, below one write-back step, starts for the disk too: left to the kernel, the
         // tails of a file's chunks add up to half of it, all waiting for the finishing fsync.
         file.startWriteback(start + flushed, received - flushed)
@@ -628,6 +648,25 @@ final class ChunkWriter: BodySink {
             if let newLength { info.length = newLength }
             info.touchedAt = Clock.now()
             state.hashedTo = info.offset
+            if info.isFinished, let name = info.chunk {
+                // The chunk's bytes go to the user's chunks (a rename), and the upload is done with.
+                let adoption: ChunkStore.Adoption
+                do {
+                    adoption = try store.chunks.adopt(source: store.dataPath(upload.id), length: info.offset, user: upload.user,
+                                                      chunk: name, prefix: upload.scope)
+                } catch {
+                    // Nothing moved: the upload stands where it stood before this request.
+                    ftruncate(file.raw, off_t(start))
+                    throw error
+                }
+                store.remove(upload)
+                state.info = info
+                if adoption == .refused {
+                    throw Problem(.checksumMismatch, detail: "the bytes of chunk \(name) are not the chunk held under that name, "
+                                  + "and do not hash to it; they were dropped")
+                }
+                return info
+            }
             // A finished upload may become an asset: durable before the answer. A partial one is copied
             // into its final upload, which is made durable then.
             let durable = info.isFinished && info.concat != .partial
@@ -636,7 +675,7 @@ final class ChunkWriter: BodySink {
                     state.hasher = nil
                     // The disk flush first: the hasher catches up on its own queue meanwhile.
                     if durable { try file.sync() }
-                    info.sha256 = Hex.encode(try hasher.finish(at: info.offset))
+                    if let hasher { info.sha256 = Hex.encode(try hasher.finish(at: info.offset)) }
                 }
                 try store.persist(info, durable: durable)
             } catch {
@@ -655,14 +694,17 @@ final class ChunkWriter: BodySink {
         guard !ended else { return }
         ended = true
         // Before the bytes go: the hasher may still be reading them.
-        let forgotten = hasher.rollBack(to: start)
-        hasher.release()
-        ftruncate(file.raw, off_t(start))
+        let forgotten = hasher?.rollBack(to: start) ?? true
+        hasher?.release()
         if createdHere {
+            ftruncate(file.raw, off_t(start))
             store.remove(upload)
             return
         }
         upload.state.withLock { state in
+            // Cut and let go under the upload's lock: whoever sees the file back at its offset (a client's
+            // HEAD, then its PATCH) finds the upload free too, not still held for a moment.
+            ftruncate(file.raw, off_t(start))
             flock(file.raw, LOCK_UN)
             state.busy = false
             state.writerSocket = nil

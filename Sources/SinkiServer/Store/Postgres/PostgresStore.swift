@@ -13,7 +13,8 @@ import SinkiSupport
 ///   from the same counter, so a later draw is always higher.
 /// - `meta(key, value)`: `history_floor`, `revocations`, both `bigint`.
 /// - `records`: one row per (owner, path), as in SQLite; `path` is `COLLATE "C"`, so comparisons and
-///   order are bytewise (UTF-8 byte order), which the prefix ranges and listings rely on.
+///   order are bytewise (UTF-8 byte order), which the prefix ranges and listings rely on. Schema 3
+///   adds `asset_chunks` (a manifest, `ManifestCoding`, stored uncompressed) and `records_asset`.
 /// - `users`, `tokens`, `token_chains`: as in SQLite (`SQLiteRecordStore+Accounts.swift`).
 ///
 /// Tags are in commit order for each user, which is all a reader (one user's feed) sees: a modify (and
@@ -35,8 +36,9 @@ public final class PostgresStore: ServerStore {
     /// under any lock): where a `NOTIFY` for other server processes would go.
     private let afterCommit: (@Sendable (_ user: String, _ lastTag: Int64) -> Void)?
 
-    /// 1: records, users and device tokens. 2: tags from a sequence under per-user locks.
-    static let schemaVersion = 2
+    /// 1: records, users and device tokens. 2: tags from a sequence under per-user locks. 3: manifests
+    /// of chunks (`asset_chunks`) and the index of records by asset.
+    static let schemaVersion = 3
 
     /// The first key of the per-user transaction locks (the second is the hash of the user's name);
     /// the schema lock is a one-key lock, whose key space is apart from the two-key one.
@@ -84,6 +86,15 @@ public final class PostgresStore: ServerStore {
                                                           (SELECT COALESCE(max(change_tag), 0) FROM records)) + 1, false);
                     DELETE FROM meta WHERE key = 'last_tag';
                     UPDATE schema_version SET version = 2;
+                    """)
+            }
+            if version < 3 {
+                // Hashes do not compress: EXTERNAL keeps PostgreSQL from trying.
+                try db.execute("""
+                    ALTER TABLE records ADD COLUMN asset_chunks BYTEA;
+                    ALTER TABLE records ALTER COLUMN asset_chunks SET STORAGE EXTERNAL;
+                    CREATE INDEX records_asset ON records(owner, asset_id) WHERE asset_id IS NOT NULL;
+                    UPDATE schema_version SET version = 3;
                     """)
             }
             let id = try db.query("SELECT store_id FROM store")
@@ -152,14 +163,14 @@ public final class PostgresStore: ServerStore {
 
     private static let insertSQL = """
         INSERT INTO records (change_tag, owner, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag,
-                             size, sha256, mode, modified_at, device, saved_at, moved_from, data)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+                             size, sha256, mode, modified_at, device, saved_at, moved_from, data, asset_chunks)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
         """
     private static let updateSQL = """
         UPDATE records SET change_tag = $1, owner = $2, path = $3, type = $4, asset_id = $5, asset_size = $6,
                            asset_sha256 = $7, deleted = $8, base_tag = $9, size = $10, sha256 = $11, mode = $12,
-                           modified_at = $13, device = $14, saved_at = $15, moved_from = $16, data = $17
-        WHERE change_tag = $18
+                           modified_at = $13, device = $14, saved_at = $15, moved_from = $16, data = $17, asset_chunks = $18
+        WHERE change_tag = $19
         """
 
     public func modify(user: String, items: [CheckedRecord]) throws -> [StoreOutcome] {
@@ -205,7 +216,7 @@ public final class PostgresStore: ServerStore {
                     let values: [any PGBindable] = [
                         tag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
                         record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
-                        record.device, now, record.deleted ? nil : record.movedFrom, record.data,
+                        record.device, now, record.deleted ? nil : record.movedFrom, record.data, record.asset?.storedChunks,
                     ]
                     try db.execute(current == 0 ? Self.insertSQL : Self.updateSQL, current == 0 ? values : values + [current])
                     outcomes.append(.saved(record.withoutData))
@@ -231,14 +242,15 @@ public final class PostgresStore: ServerStore {
 
     // MARK: Reading
 
-    /// Columns read into a Record, `data` last, as in SQLite.
-    private static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from"
+    /// Columns read into a Record, `data` last when asked for, as in SQLite.
+    private static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from, asset_chunks"
 
-    private static func record(_ rows: PGResult, _ row: Int, hasData: Bool) throws(PostgresError) -> Record {
+    private static func record(_ rows: PGResult, _ row: Int, hasData: Bool) throws -> Record {
         var record = Record(path: try rows.text(row, 1), type: try rows.text(row, 2))
         record.changeTag = try rows.int64(row, 0)
         if let id = rows.optionalText(row, 3) {
             record.asset = Asset(id: id, size: try rows.int64(row, 4), sha256: try rows.text(row, 5))
+            if let stored = try rows.optionalBytes(row, 14) { record.asset?.chunks = try Asset.chunks(stored: stored, path: record.path) }
         }
         record.deleted = try rows.bool(row, 6)
         record.baseTag = try rows.int64(row, 7)
@@ -248,12 +260,12 @@ public final class PostgresStore: ServerStore {
         record.modifiedAt = try rows.int64(row, 11)
         record.device = try rows.text(row, 12)
         record.movedFrom = rows.optionalText(row, 13)
-        if hasData { record.data = try rows.optionalBytes(row, 14) }
+        if hasData { record.data = try rows.optionalBytes(row, 15) }
         return record
     }
 
     /// The current content of a live record, for a move that copies it.
-    private static func content(_ db: PGConnection, user: String, path: String) throws(PostgresError) -> Record? {
+    private static func content(_ db: PGConnection, user: String, path: String) throws -> Record? {
         let rows = try db.query("SELECT \(columns), data FROM records WHERE owner = $1 AND path = $2 AND NOT deleted", [user, path])
         return rows.count == 0 ? nil : try record(rows, 0, hasData: true)
     }
@@ -269,7 +281,7 @@ public final class PostgresStore: ServerStore {
     /// Reads rows into a page: stops at `limit.records`, or once the data passes `limit.dataBytes`;
     /// `more` says whether another row was there. The statement asks for one row more than the limit.
     private static func page(_ db: PGConnection, _ sql: String, _ arguments: [any PGBindable], limit: PageLimit,
-                             hasData: Bool) throws(PostgresError) -> (records: [Record], more: Bool) {
+                             hasData: Bool) throws -> (records: [Record], more: Bool) {
         let rows = try db.query(sql, arguments)
         var records: [Record] = []
         records.reserveCapacity(min(limit.records, rows.count))
@@ -277,7 +289,7 @@ public final class PostgresStore: ServerStore {
         for row in 0..<rows.count {
             if records.count >= limit.records || dataBytes > limit.dataBytes { return (records, true) }
             let record = try record(rows, row, hasData: hasData)
-            dataBytes += record.data?.count ?? 0
+            dataBytes += record.pageBytes
             records.append(record)
         }
         return (records, false)
@@ -313,6 +325,41 @@ public final class PostgresStore: ServerStore {
                 SELECT 1 FROM records WHERE owner = $1 AND asset_id = $2 AND NOT deleted
                 AND path >= $3 AND path < $4 AND (path = $3 OR path >= $5) LIMIT 1
                 """, [user, assetID, prefix, prefix + "0", prefix + "/"]).count > 0
+        }
+    }
+
+    public func manifest(user: String, assetID: String, within prefix: String?) throws -> [ChunkRef]? {
+        try pool.use { db in
+            let rows: PGResult
+            if let prefix {
+                rows = try db.query("""
+                    SELECT path, asset_chunks FROM records WHERE owner = $1 AND asset_id = $2 AND NOT deleted AND asset_chunks IS NOT NULL
+                    AND path >= $3 AND path < $4 AND (path = $3 OR path >= $5) LIMIT 1
+                    """, [user, assetID, prefix, prefix + "0", prefix + "/"])
+            } else {
+                rows = try db.query("""
+                    SELECT path, asset_chunks FROM records WHERE owner = $1 AND asset_id = $2 AND NOT deleted AND asset_chunks IS NOT NULL LIMIT 1
+                    """, [user, assetID])
+            }
+            guard rows.count > 0, let stored = try rows.optionalBytes(0, 1) else { return nil }
+            return try Asset.chunks(stored: stored, path: try rows.text(0, 0))
+        }
+    }
+
+    public func chunkReferences(user: String, after tag: Int64) throws -> ChunkReferences {
+        try pool.use { db in
+            // The head first: a modify draws its tags under the user's lock and holds it to its commit, so
+            // every record of the user at or below the head is committed, and the list read next holds it.
+            let head = try db.scalar("SELECT max(change_tag) FROM records WHERE owner = $1", user) ?? 0
+            let rows = try db.query("""
+                SELECT path, asset_chunks FROM records WHERE owner = $1 AND change_tag > $2 AND NOT deleted AND asset_chunks IS NOT NULL
+                """, [user, tag])
+            var names = Set<String>()
+            for row in 0..<rows.count {
+                guard let stored = try rows.optionalBytes(row, 1) else { continue }
+                for chunk in try Asset.chunks(stored: stored, path: try rows.text(row, 0)) { names.insert(chunk.sha256) }
+            }
+            return ChunkReferences(names: names, head: max(head, tag))
         }
     }
 
@@ -380,7 +427,7 @@ public final class PostgresStore: ServerStore {
 
     public func assetIDs() throws -> Set<String> {
         try pool.use { db in
-            let rows = try db.query("SELECT DISTINCT asset_id FROM records WHERE asset_id IS NOT NULL")
+            let rows = try db.query("SELECT DISTINCT asset_id FROM records WHERE asset_id IS NOT NULL AND asset_chunks IS NULL")
             var ids = Set<String>()
             for row in 0..<rows.count { ids.insert(try rows.text(row, 0)) }
             return ids

@@ -1,0 +1,108 @@
+import Glibc
+import SinkiRecord
+import SinkiSupport
+
+/// `POST /v1/chunks/missing`: which of the chunks named the user lacks, so that a sender uploads only
+/// those. Chunks found present are touched: garbage collection keeps them another grace, time enough
+/// for the record that names them. A token narrowed to a prefix is told every chunk is missing: it
+/// cannot learn whether the user holds some content elsewhere, uploads what it sends, and the server
+/// still keeps one copy (`ChunkStore.adopt`).
+struct MissingChunksRoute: Route {
+    let chunks: ChunkStore
+    /// The body: at most `MissingChunksRequest.maxNames` names of 64 hex digits, with room to spare.
+    static let bodyLimit = 1 << 20
+
+    func begin(_ request: Request) throws -> BodyPolicy {
+        try request.requireWritable()
+        try request.requireJSON()
+        return .buffer(limit: Self.bodyLimit)
+    }
+
+    func respond(to request: Request) throws -> Reply {
+        let asked: MissingChunksRequest
+        do {
+            asked = try MissingChunksRequest.parse(request.body)
+        } catch {
+            throw Problem(.badJSON, detail: "\(error)")
+        }
+        guard asked.chunks.count <= MissingChunksRequest.maxNames else {
+            throw Problem(.tooLarge, detail: "ask for at most \(MissingChunksRequest.maxNames) chunks at a time; this asks for \(asked.chunks.count)",
+                          field: "chunks")
+        }
+        if let bad = asked.chunks.firstIndex(where: { !ChunkStore.isName($0) }) {
+            throw Problem(.badRequest, detail: "chunks[\(bad)] is \(quoted(String(asked.chunks[bad].prefix(80)))), not a SHA-256 in 64 lowercase hex digits",
+                          field: "chunks")
+        }
+        var seen = Set<String>()
+        let names = asked.chunks.filter { seen.insert($0).inserted }
+        let user = request.identity.user
+        guard request.scopePrefix == nil, let lock = try chunks.lock(user, exclusive: false) else {
+            return .response(.json(MissingChunksResponse(missing: names).jsonBytes))
+        }
+        // Touched under the shared lock: garbage collection, which deletes under the exclusive one, then
+        // sees the new mtime and keeps the chunk.
+        let missing = withExtendedLifetime(lock) { names.filter { !chunks.touch(user: user, chunk: $0) } }
+        return .response(.json(MissingChunksResponse(missing: missing).jsonBytes))
+    }
+}
+
+/// `GET /v1/chunks/HASH`: a chunk's bytes, with a single `Range` as for assets. `404` when the user
+/// holds no such chunk (or, for a token narrowed to a prefix, did not upload it through that token's
+/// prefix: such a token reads other content through `GET /v1/assets/ID` of a record within it).
+struct ChunkGetRoute: Route {
+    let chunks: ChunkStore
+
+    func respond(to request: Request) throws -> Reply {
+        let name = request.pathParameter
+        let user = request.identity.user
+        guard ChunkStore.isName(name), chunks.visible(user: user, prefix: request.scopePrefix, chunk: name) != nil else {
+            throw Problem(.notFound, detail: "no chunk \(quoted(name))")
+        }
+        let path = chunks.path(user: user, chunk: name)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            // Removed (garbage, damage) since it was looked up.
+            if errno == ENOENT { throw Problem(.notFound, detail: "no chunk \(quoted(name))") }
+            throw SystemError("open", errno: errno, path: path)
+        }
+        var info = Glibc.stat()
+        guard fstat(fd, &info) == 0 else {
+            let failure = SystemError("fstat", errno: errno, path: path)
+            close(fd)
+            throw failure
+        }
+        let range: (status: Int, first: Int64, length: Int64, headers: [(String, String)])
+        do {
+            range = try AssetRoute.range(request, size: Int64(info.st_size), etag: name)
+        } catch {
+            close(fd)
+            throw error
+        }
+        return .response(Response(status: range.status, contentType: "application/octet-stream", headers: range.headers,
+                                  body: .file(fd: fd, offset: range.first, length: range.length)))
+    }
+}
+
+/// `DELETE /v1/chunks/HASH`: a receiver found the chunk's bytes do not hash to its name. The server
+/// hashes that one chunk and removes it only if they do not (`204`); else `409 chunk-intact`.
+struct ChunkDeleteRoute: Route {
+    let chunks: ChunkStore
+
+    func begin(_ request: Request) throws -> BodyPolicy {
+        try request.requireWritable()
+        return .none
+    }
+
+    func respond(to request: Request) throws -> Reply {
+        let name = request.pathParameter
+        let user = request.identity.user
+        guard ChunkStore.isName(name), chunks.visible(user: user, prefix: request.scopePrefix, chunk: name) != nil else {
+            throw Problem(.notFound, detail: "no chunk \(quoted(name))")
+        }
+        switch try chunks.removeIfDamaged(user: user, chunk: name) {
+        case .notHeld: throw Problem(.notFound, detail: "no chunk \(quoted(name))")
+        case .intact: throw Problem(.chunkIntact, detail: "chunk \(name) hashes to its name here; it was kept (the damage was on the way)")
+        case .removed: return .response(Response(status: 204, contentType: nil, body: .bytes([])))
+        }
+    }
+}
