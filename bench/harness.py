@@ -328,7 +328,7 @@ class SinkiPair:
                 self.roots[name] = root
                 port = self.proxy.ports[name] if self.proxy else self.port
                 self.agents[name] = Proc([sinkid(), "--root", root, "--server", f"http://127.0.0.1:{port}",
-                                          "--state", scratch(name, "state"), "--device", name, "--log-level", "info",
+                                          "--state", scratch(name, "state"), "--device", name, "--log-level", os.environ.get("SINKI_BENCH_AGENT_LOG", "info"),
                                           "--token-file", token_file(scratch, data, name), *extra_agent_args], scratch(f"agent-{name}.log"))
             for agent in self.agents.values():
                 agent.wait_for(r"up to date with")

@@ -28,7 +28,7 @@ the edit). CPU seconds are each process's utime + stime over the same window, wi
 reaped (rsync's per-file processes). Median and minimum of --runs runs, each printed with the load
 average of the machine when it started.
 """
-import argparse, hashlib, os, select, shutil, socket, statistics, subprocess, sys, time
+import argparse, hashlib, os, select, shutil, signal, socket, statistics, subprocess, sys, time
 import harness as h
 from inotify_wait import DirectoryWatch
 
@@ -355,6 +355,28 @@ TOOLS = [("sinkid", Sinkid, None), ("lsyncd (rsync daemon)", LsyncdDaemon, "lsyn
 
 
 KEEP = []  # --keep: each run's folder (logs, state) is kept and named here, its big files removed
+PERF = []  # --perf: each process is sampled by `perf record` over the measured window (implies --keep)
+
+
+def perf_start(scratch, procs):
+    """`perf record -g` of each process, into its run's folder: where the measured time went."""
+    recorders = {}
+    for name, proc in procs.items():
+        out = scratch("perf-" + name.replace(" ", "-").replace("+", "") + ".data")
+        recorders[name] = (subprocess.Popen(["perf", "record", "-F", "499", "-g", "-p", str(proc.p.pid), "-o", out],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), out)
+    time.sleep(0.3)  # perf attaches
+    return recorders
+
+
+def perf_stop(recorders):
+    for name, (p, out) in recorders.items():
+        p.send_signal(signal.SIGINT)
+        p.wait(30)
+        report = subprocess.run(["perf", "report", "-i", out, "--stdio", "--no-children", "--sort", "dso,sym",
+                                 "--percent-limit", "3", "-g", "none"], capture_output=True, text=True).stdout
+        lines = [l for l in report.splitlines() if l.strip() and not l.startswith("#")][:8]
+        print(f"    perf {name}:\n" + "\n".join("      " + l.strip() for l in lines), file=sys.stderr)
 
 
 def measure(name, setup_class, templates, edit):
@@ -371,6 +393,7 @@ def measure(name, setup_class, templates, edit):
         before = identity(setup.b_file)
         counts0 = counter.counts() if counter else None
         cpu0 = {n: h.cpu_with_reaped(p.p.pid) for n, p in setup.procs.items()}
+        recorders = perf_start(scratch, setup.procs) if PERF else None
         load = h.loadavg()
         t0 = time.monotonic()
         apply_edit(templates, scratch, setup.a_file, edit)
@@ -380,6 +403,8 @@ def measure(name, setup_class, templates, edit):
         counts1 = counter.quiet_counts(quiet=1.0) if counter else None
         for n, p in setup.procs.items():
             cpu[n] = h.cpu_with_reaped(p.p.pid) - cpu0[n]
+        if recorders:
+            perf_stop(recorders)
         if counter:
             delta = {label: {k: counts1[label][k] - counts0[label][k] for k in ("up", "down")} for label in counts1}
             sent, received, total = setup.wire(delta)
@@ -457,9 +482,13 @@ def main():
     parser.add_argument("--only", help="comma-separated tools to run (first words: sinkid, lsyncd, unison, syncthing)")
     parser.add_argument("--edits", default=",".join(EDITS), help="overwrite, insert or both (default)")
     parser.add_argument("--keep", action="store_true", help="keep each run's folder (logs, state), not its big files")
+    parser.add_argument("--perf", action="store_true", help="sample each process with perf over the measured window; "
+                        "print its top symbols (the figures then include perf's cost)")
     args = parser.parse_args()
-    if args.keep:
+    if args.keep or args.perf:
         KEEP.append(True)
+    if args.perf:
+        PERF.append(True)
     edits = [e for e in args.edits.split(",") if e]
     chosen = h.chosen_peers(TOOLS, args.only)
     template_scratch = h.Scratch("w5-template")
