@@ -291,12 +291,19 @@ def token_file(scratch, data, device, user="bench"):
     return path
 
 
+def server_args():
+    """Options for every `sinkid serve` a benchmark starts, from $SINKI_BENCH_SERVER_ARGS (e.g.
+    `--rate-limit 0`): to see what a server setting costs. Recorded with the results."""
+    import shlex
+    return shlex.split(os.environ.get("SINKI_BENCH_SERVER_ARGS", ""))
+
+
 def serve(scratch, name="server", log_level="warning", extra=()):
     """`sinkid serve` on a free loopback port with its data in scratch(name): (process, port, data)."""
     port = free_port()
     data = scratch(name)
     os.makedirs(data, exist_ok=True)
-    proc = Proc([sinkid(), "serve", "--listen", f"127.0.0.1:{port}", "--data", data, "--log-level", log_level, *extra],
+    proc = Proc([sinkid(), "serve", "--listen", f"127.0.0.1:{port}", "--data", data, "--log-level", log_level, *extra, *server_args()],
                 scratch(f"{name}.log"))
     deadline = time.monotonic() + 15
     while True:
@@ -468,6 +475,8 @@ def save_results(workload, entry):
     entry["date"] = datetime.date.today().isoformat()
     entry["command"] = " ".join(["python3", "bench/" + os.path.basename(sys.argv[0]), *sys.argv[1:]])
     entry["cores"] = os.cpu_count()
+    if server_args():
+        entry["server args"] = " ".join(server_args())
     data[workload] = entry
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "w") as f:
