@@ -63,6 +63,9 @@ def panel_data(results, key, kind, folder):
         if key == "tus":  # the goal is 0.8 x curl's throughput: curl's time / 0.8
             curl = next((t for t in entry.get("tools", []) if t["tool"].startswith("curl")), None)
             goal = curl["median"] / 0.8 if curl else None
+        if key.startswith("W5"):  # the goal is lsyncd's time (to an rsync daemon) in the same run
+            lsyncd = next((t for t in entry.get("tools", []) if t["tool"] == "lsyncd (rsync daemon)"), None)
+            goal = lsyncd["median"] if lsyncd else None
     if not rows:
         return None
     loads = [x for t in entry.get("tools", []) for x in t.get("load", [])]
@@ -96,7 +99,7 @@ def script(results, folder, out):
         path, goal, sub = data
         drawn += 1
         if goal:
-            sub += f"; goal (dashed): <= {goal:.2f} s" + (" = 0.8 x curl" if key == "tus" else "")
+            sub += f"; goal (dashed): <= {goal:.2f} s" + (" = 0.8 x curl" if key == "tus" else " = lsyncd" if key.startswith("W5") else "")
         lines.append(f"set title {quoted(title + chr(92) + 'n' + sub)}")
         if kind == "bytes":
             goals = results.get("W5 overwrite", {}).get("goal", {}).get("bytes"), results.get("W5 insert", {}).get("goal", {}).get("bytes")
