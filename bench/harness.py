@@ -3,7 +3,7 @@
 Every benchmark runs sinkid and the peers in the same sequence, several times, and prints median and
 minimum with the ratio against each peer measured in the same run.
 """
-import atexit, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import atexit, json, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -148,40 +148,93 @@ def chosen_peers(peers, only):
     return [p for p in peers if (p[2] is None or have(p[2])) and (not only or p[0].split()[0] in only.split(","))]
 
 
-def run_rounds(chosen, runs, label, template):
+def run_rounds(chosen, runs, label, template, extras=None):
     """Each of `chosen` (name, fn, binary) once per round, in the same order, each in a fresh
-    scratch folder `label`; a tool that fails is reported, not fatal. Returns the samples by name."""
+    scratch folder `label`; a tool that fails is reported, not fatal. Returns the samples by name.
+    A fn may return seconds, or (seconds, {process: CPU seconds}); with `extras` (a dict), the CPU
+    figures and the load average at the start of each run go to extras[name]["cpu"] and ["load"]."""
     samples = {name: [] for name, _, _ in chosen}
+    if extras is not None:
+        extras.update({name: {"cpu": [], "load": []} for name, _, _ in chosen})
     for run in range(runs):
         for name, fn, _ in chosen:
             scratch = Scratch(label)
             try:
-                samples[name].append(fn(template, scratch))
+                load = loadavg()
+                result = fn(template, scratch)
+                seconds, cpu = result if isinstance(result, tuple) else (result, None)
+                samples[name].append(seconds)
+                if extras is not None:
+                    extras[name]["load"].append(load)
+                    if cpu is not None:
+                        extras[name]["cpu"].append(cpu)
             except Exception as e:
                 print(f"  {name}: run {run + 1} failed: {e}", file=sys.stderr)
             finally:
                 scratch.close()
-        print(f"  run {run + 1}/{runs}: " + ", ".join(f"{n} {samples[n][-1]:.3f}s" for n, _, _ in chosen if samples[n]), flush=True)
+        print(f"  run {run + 1}/{runs} (load {loadavg():.2f}): " + ", ".join(f"{n} {samples[n][-1]:.3f}s" for n, _, _ in chosen if samples[n]), flush=True)
     return samples
 
 
-def summarize(name, samples):
+def summarize(name, samples, extra=None):
+    """Median and minimum of `samples`, with the medians of the CPU figures and the loads from
+    `extra` (one of run_rounds' extras) when given."""
     if not samples:
         return None
-    return {"name": name, "median": statistics.median(samples), "min": min(samples), "runs": len(samples)}
+    row = {"name": name, "median": statistics.median(samples), "min": min(samples), "runs": len(samples)}
+    if extra:
+        row["cpu"] = median_of(extra["cpu"]) if extra["cpu"] else {}
+        row["load"] = extra["load"]
+    return row
 
 
 def print_table(title, rows, unit="s", ours="sinkid"):
     print(f"\n{title}")
     base = next((r for r in rows if r and r["name"] == ours), None)
-    print(f"  {'tool':<22}{'median':>10}{'min':>10}{'runs':>6}   {'sinkid is':>12}")
+    with_cpu = any(r and "cpu" in r for r in rows)
+    print(f"  {'tool':<22}{'median':>10}{'min':>10}{'runs':>6}   {'sinkid is':>12}" + ("   load at each run   CPU s per process (medians)" if with_cpu else ""))
     for r in rows:
         if not r:
             continue
         ratio = ""
         if base and r is not base and base["median"] > 0:
             ratio = f"{r['median'] / base['median']:.2f}x faster" if r["median"] >= base["median"] else f"{base['median'] / r['median']:.2f}x slower"
-        print(f"  {r['name']:<22}{r['median']:>9.3f}{unit}{r['min']:>9.3f}{unit}{r['runs']:>6}   {ratio:>12}")
+        line = f"  {r['name']:<22}{r['median']:>9.3f}{unit}{r['min']:>9.3f}{unit}{r['runs']:>6}   {ratio:>12}"
+        if with_cpu:
+            loads = "/".join(f"{x:.1f}" for x in r.get("load", []))
+            line += f"   {loads:<18} " + ", ".join(f"{p} {v:.2f}" for p, v in r.get("cpu", {}).items())
+        print(line)
+
+
+def tool_rows(rows, unit="s"):
+    """print_table's rows in the results file's form."""
+    return [{"tool": r["name"], "median": r["median"], "min": r["min"], "runs": r["runs"], "unit": unit,
+             "cpu": r.get("cpu", {}), "load": r.get("load", [])} for r in rows if r]
+
+
+def run_timed(argv, env=None, cwd=None):
+    """Runs argv to its end (output discarded, failure raised): (wall seconds, CPU seconds of it and
+    of the children it waited for)."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    seconds = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError(f"{argv[0]} exited {p.returncode}: {err.decode(errors='replace')[-1000:]}")
+    return seconds, usage.ru_utime + usage.ru_stime
+
+
+class CPUWindow:
+    """CPU seconds of named long-running processes (Proc), from now until `read()`."""
+
+    def __init__(self, procs):
+        self.procs = procs
+        self.start = {name: cpu_with_reaped(p.p.pid) for name, p in procs.items()}
+
+    def read(self):
+        return {name: cpu_with_reaped(p.p.pid) - self.start[name] for name, p in self.procs.items()}
 
 
 _leftovers = []
@@ -238,12 +291,19 @@ def token_file(scratch, data, device, user="bench"):
     return path
 
 
+def server_args():
+    """Options for every `sinkid serve` a benchmark starts, from $SINKI_BENCH_SERVER_ARGS (e.g.
+    `--rate-limit 0`): to see what a server setting costs. Recorded with the results."""
+    import shlex
+    return shlex.split(os.environ.get("SINKI_BENCH_SERVER_ARGS", ""))
+
+
 def serve(scratch, name="server", log_level="warning", extra=()):
     """`sinkid serve` on a free loopback port with its data in scratch(name): (process, port, data)."""
     port = free_port()
     data = scratch(name)
     os.makedirs(data, exist_ok=True)
-    proc = Proc([sinkid(), "serve", "--listen", f"127.0.0.1:{port}", "--data", data, "--log-level", log_level, *extra],
+    proc = Proc([sinkid(), "serve", "--listen", f"127.0.0.1:{port}", "--data", data, "--log-level", log_level, *extra, *server_args()],
                 scratch(f"{name}.log"))
     deadline = time.monotonic() + 15
     while True:
@@ -260,20 +320,28 @@ def serve(scratch, name="server", log_level="warning", extra=()):
 class SinkiPair:
     """A sinki server and two agents (A and B) on roots named `root_name`, idle and caught up."""
 
-    def __init__(self, scratch, root_name, extra_agent_args=()):
+    def __init__(self, scratch, root_name, extra_agent_args=(), count_bytes=False):
+        """count_bytes: each agent reaches the server through its own port of a `CountingProxy`
+        (`self.proxy`, labels "A" and "B")."""
         self.s = scratch
         self.server, self.port, data = serve(scratch)
+        self.proxy = CountingProxy({"A": self.port, "B": self.port}) if count_bytes else None
         self.roots = {}
         self.agents = {}
-        for name in ("B", "A"):
-            root = scratch(name, root_name)
-            os.makedirs(root, exist_ok=True)
-            self.roots[name] = root
-            self.agents[name] = Proc([sinkid(), "--root", root, "--server", f"http://127.0.0.1:{self.port}",
-                                      "--state", scratch(name, "state"), "--device", name, "--log-level", "info",
-                                      "--token-file", token_file(scratch, data, name), *extra_agent_args], scratch(f"agent-{name}.log"))
-        for agent in self.agents.values():
-            agent.wait_for(r"up to date with")
+        try:
+            for name in ("B", "A"):
+                root = scratch(name, root_name)
+                os.makedirs(root, exist_ok=True)
+                self.roots[name] = root
+                port = self.proxy.ports[name] if self.proxy else self.port
+                self.agents[name] = Proc([sinkid(), "--root", root, "--server", f"http://127.0.0.1:{port}",
+                                          "--state", scratch(name, "state"), "--device", name, "--log-level", os.environ.get("SINKI_BENCH_AGENT_LOG", "info"),
+                                          "--token-file", token_file(scratch, data, name), *extra_agent_args], scratch(f"agent-{name}.log"))
+            for agent in self.agents.values():
+                agent.wait_for(r"up to date with")
+        except BaseException:
+            self.stop()  # nothing started here outlives a failed start
+            raise
 
     def wait_listen(self, timeout=15):
         deadline = time.monotonic() + timeout
@@ -289,6 +357,8 @@ class SinkiPair:
         for agent in self.agents.values():
             agent.stop()
         self.server.stop()
+        if self.proxy:
+            self.proxy.stop()
 
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -317,3 +387,107 @@ def descendants(pid):
     except FileNotFoundError:
         pass
     return out
+
+
+class CountingProxy:
+    """bench/countproxy.py in a process of its own: one loopback port per label, forwarding to the
+    given target port and counting the bytes each way. `ports[label]` is where tools connect;
+    `counts()` is {label: {"up", "down", "connections"}} ("up": from the connecting side)."""
+
+    def __init__(self, targets):
+        self.p = subprocess.Popen([sys.executable, os.path.join(HERE, "countproxy.py"),
+                                   *[f"{label}={port}" for label, port in targets.items()]],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        self.ports = json.loads(self.p.stdout.readline())
+
+    def counts(self):
+        self.p.stdin.write("counts\n")
+        self.p.stdin.flush()
+        return json.loads(self.p.stdout.readline())
+
+    def quiet_counts(self, quiet=1.0, timeout=15):
+        """The counts once nothing has moved for `quiet` seconds (the tail of an exchange, such as an
+        acknowledgement after the file is in place, belongs to it)."""
+        last, since = self.counts(), time.monotonic()
+        deadline = since + timeout
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            now = self.counts()
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                break
+        return last
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.stdin.close()
+            try:
+                self.p.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+
+
+def cpu_with_reaped(pid):
+    """CPU seconds of the process, of its children it has waited for (cutime, cstime: rsync's
+    per-file children under lsyncd and per-connection children under its daemon) and of every
+    process below it still running."""
+    total = 0
+    for p in [pid] + descendants(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in parts[11:15]) / TICK  # utime, stime, cutime, cstime
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def loadavg():
+    """The 1-minute load average: how busy the shared machine was around a figure."""
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def results_file():
+    """Where the figures go as data: $SINKI_BENCH_RESULTS (bench/run sets bench/results/latest.json),
+    or nowhere."""
+    return os.environ.get("SINKI_BENCH_RESULTS") or None
+
+
+def save_results(workload, entry):
+    """Merges one workload's figures into the results file (a JSON object keyed by workload), with the
+    date, the command that gave them and the machine's cores. `entry`: "title", "goal" ({"text",
+    "met"} and what it is checked on), "tools": [{"tool", "median", "min", "runs", "unit", "cpu":
+    {process: seconds}, "load": [1-minute load average at each run], and "bytes", "figures" where
+    measured}]. The chart (bench/chart.py) and docs/benchmarks.md are drawn from it."""
+    path = results_file()
+    if not path:
+        return
+    import datetime
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (FileNotFoundError, ValueError):
+        data = {}
+    entry = dict(entry)
+    entry["date"] = datetime.date.today().isoformat()
+    entry["command"] = " ".join(["python3", "bench/" + os.path.basename(sys.argv[0]), *sys.argv[1:]])
+    entry["cores"] = os.cpu_count()
+    if server_args():
+        entry["server args"] = " ".join(server_args())
+    data[workload] = entry
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def median_of(samples):
+    """The median of each key of a list of {key: number} dicts (CPU seconds per process)."""
+    keys = []
+    for s in samples:
+        keys += [k for k in s if k not in keys]
+    return {k: statistics.median(s[k] for s in samples if k in s) for k in keys}

@@ -159,6 +159,7 @@ def main():
     tree = template("Idle")
     h.make_tree(tree, 1000, 100, 1024)
     results = {}
+    load = h.loadavg()
     for name, fn, binary in [("sinkid", run_sinkid, None), ("syncthing", run_syncthing, "syncthing")]:
         if args.only and name not in args.only.split(","):
             continue
@@ -186,6 +187,9 @@ def main():
         t = results["syncthing"]
         print(f"  idle RSS: sinkid {s['idle RSS MiB']:.0f} MiB vs syncthing {t['idle RSS MiB']:.0f} MiB "
               f"(sinkid uses {s['idle RSS MiB'] / max(t['idle RSS MiB'], 0.1):.2f}x syncthing's)")
+    h.save_results("idle", {"title": f"idle: 100,000 files of 1 KiB watched, {args.idle} s with nothing changing; restart",
+                            "goal": {"text": "sinkid 0 CPU s idle, <= 64 MiB RSS; restart <= 2x find"},
+                            "tools": [{"tool": name, "figures": r, "load": [load]} for name, r in results.items()]})
 
 
 if __name__ == "__main__":

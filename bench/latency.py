@@ -88,6 +88,7 @@ def main():
     args = parser.parse_args()
     tools = [("sinkid", run_sinkid, None), ("lsyncd (delay 0)", run_lsyncd, "lsyncd"), ("syncthing (fsWatcherDelayS=1)", run_syncthing, "syncthing")]
     rows = []
+    load = h.loadavg()
     for name, fn, binary in tools:
         if args.only and name.split()[0] not in args.only.split(","):
             continue
@@ -111,6 +112,11 @@ def main():
         if ours and name != "sinkid":
             ratio = f"{p50 / ours[1]:.1f}x faster" if p50 >= ours[1] else f"{ours[1] / p50:.1f}x slower"
         print(f"  {name:<32}{p50:>8.1f}ms{p95:>8.1f}ms   {ratio:>16}")
+    h.save_results("latency", {"title": "latency of one 4 KiB change, A to B",
+                               "goal": {"text": "sinkid p50 <= 15 ms, p95 <= 40 ms",
+                                        "met": (ours[1] <= 15 and ours[2] <= 40) if ours else None},
+                               "tools": [{"tool": name, "median": p50 / 1000, "p95": p95 / 1000, "runs": n, "unit": "s",
+                                          "load": [load]} for name, p50, p95, n in rows]})
 
 
 if __name__ == "__main__":

@@ -523,6 +523,10 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
+    h.save_results("load" + ("" if not args.database else f", {args.servers} server(s), PostgreSQL"),
+                   {"title": f"load: {len(devices)} simulated devices saving", "goal": {"saves/s": goal_saves, "wake-up p99 ms": goal_wake},
+                    # The store's description is left out: with --url or --database it may name a machine.
+                    "tools": [{"tool": "sinkid serve", "figures": {k: v for k, v in result.items() if k != "store"}}]})
 
 
 if __name__ == "__main__":

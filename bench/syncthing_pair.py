@@ -9,7 +9,9 @@ import harness as h
 
 
 class Pair:
-    def __init__(self, scratch, folder_id, watcher_delay=1):
+    def __init__(self, scratch, folder_id, watcher_delay=1, dial=None):
+        """`dial(ports)`, given the ports the instances listen on, returns the ports at which each is
+        reached by the other (a counting proxy in front of it); by default the same ports."""
         self.s = scratch
         self.homes = [scratch("st-home-a"), scratch("st-home-b")]
         self.roots = [scratch("st-a", folder_id), scratch("st-b", folder_id)]
@@ -23,6 +25,7 @@ class Pair:
             self.ids.append(out)
             self.ports.append(h.free_port())
             self.gui.append(h.free_port())
+        self.dial_ports = list(dial(list(self.ports))) if dial else list(self.ports)
         for i, home in enumerate(self.homes):
             self.keys.append(self._configure(i, folder_id, watcher_delay))
         for i, home in enumerate(self.homes):
@@ -46,7 +49,7 @@ class Pair:
             ET.SubElement(folder, "device", id=device_id, introducedBy="")
             dev = ET.SubElement(root, "device", id=device_id, name=f"dev{j}", compression="metadata",
                                 introducer="false", skipIntroductionRemovals="false", introducedBy="")
-            ET.SubElement(dev, "address").text = f"tcp://127.0.0.1:{self.ports[j]}"
+            ET.SubElement(dev, "address").text = f"tcp://127.0.0.1:{self.dial_ports[j]}"
             ET.SubElement(dev, "paused").text = "false"
             ET.SubElement(dev, "autoAcceptFolders").text = "false"
         # Device elements must come before folders? Syncthing accepts any order; keep options valid.
@@ -83,6 +86,25 @@ class Pair:
                 pass
             time.sleep(0.1)
         raise TimeoutError("syncthing instances did not connect:\n" + self.procs[0].text()[-2000:])
+
+    def wait_in_sync(self, folder_id, files, timeout=120):
+        """Both instances idle, each holding `files` files that are the global version, each seeing
+        the other complete: for trees placed on both sides before the start."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                ok = True
+                for i in (0, 1):
+                    st = self.api(i, f"/rest/db/status?folder={folder_id}")
+                    other = self.api(i, f"/rest/db/completion?folder={folder_id}&device={self.ids[1 - i]}")
+                    ok = ok and st["state"] == "idle" and st["needFiles"] == 0 and st["inSyncFiles"] == files \
+                        and st["globalFiles"] == files and other["completion"] == 100 and other["needBytes"] == 0
+                if ok:
+                    return
+            except Exception:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError("syncthing instances did not get in sync:\n" + self.procs[1].text()[-2000:])
 
     def rss_kib(self, i):
         with open(f"/proc/{self.procs[i].p.pid}/status") as f:

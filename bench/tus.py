@@ -102,6 +102,21 @@ def upload_sizes(server_data):
         return []
 
 
+def bytes_on_server(server_data):
+    """What the server holds of uploads: tus uploads under way or finished (`uploads/*.bin`) and
+    the chunks stored from finished chunk uploads (`chunks/USER/XX/HASH`; docs/chunking.md)."""
+    total = sum(upload_sizes(server_data))
+    for top, dirs, files in os.walk(os.path.join(server_data, "chunks")):
+        dirs[:] = [d for d in dirs if d != "scoped"]  # empty markers
+        for name in files:
+            if len(name) == 64:
+                try:
+                    total += os.path.getsize(os.path.join(top, name))
+                except FileNotFoundError:
+                    pass
+    return total
+
+
 def agent_kill_resume(base, path, scratch, chunk=16 << 20):
     """The agent uploads `path`, is killed half-way, and started again: (bytes sent again, peak RSS MiB)."""
     root = scratch("agent-root", "KillResume")
@@ -114,22 +129,22 @@ def agent_kill_resume(base, path, scratch, chunk=16 << 20):
     try:
         agent.wait_for(r"up to date with")
         server_data = scratch("server")
-        before = set(upload_sizes(server_data))
+        before = bytes_on_server(server_data)  # the uploads of the runs above are deleted
         os.link(path, os.path.join(root, "big.bin"))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             peak = max(peak, peak_rss(agent.p.pid))
-            grown = [n for n in upload_sizes(server_data) if n not in before]
-            if grown and max(grown) >= SIZE // 2:
+            if bytes_on_server(server_data) - before >= SIZE // 2:
                 break
-            time.sleep(0.002)
+            time.sleep(0.01)
         agent.stop(signal.SIGKILL)
-        on_server = max(n for n in upload_sizes(server_data) if n not in before)
+        on_server = bytes_on_server(server_data) - before
         again = h.Proc(argv, scratch("agent-2.log"))
         try:
             while True:
                 peak = max(peak, peak_rss(again.p.pid))
-                m = re.search(r'uploaded "KillResume/big.bin": \d+ bytes, (\d+) sent now', again.text())
+                # "N bytes, M sent now" (one tus upload) or "N bytes in K chunk(s), M sent now" (chunks)
+                m = re.search(r'uploaded "KillResume/big.bin": \d+ bytes(?: in \d+ chunk\(s\))?, (\d+) sent now', again.text())
                 if m:
                     break
                 if again.p.poll() is not None or time.monotonic() > deadline + 120:
@@ -174,12 +189,14 @@ def main():
             ("sinkid --parallel 4", lambda: run_sinkid(base, path, scratch, ["--parallel", "4"])),
         ]
         times = {name: [] for name, _ in variants}
+        loads = {name: [] for name, _ in variants}
         peaks = {name: [] for name, _ in variants}
         client_cpu = {name: [] for name, _ in variants}
         server_cpu = {name: [] for name, _ in variants}
         run_curl(base, path)  # warm the page cache for everyone
         for run in range(args.runs):
             for name, fn in variants:
+                loads[name].append(h.loadavg())
                 before = h.cpu_seconds(server.p.pid)
                 seconds, rss, cpu = fn()
                 server_cpu[name].append(h.cpu_seconds(server.p.pid) - before)
@@ -190,13 +207,18 @@ def main():
         curl = h.summarize("curl", times["curl -T (one PATCH)"])
         print(f"\ntus upload of 1 GiB to sinkid serve on loopback ({args.runs} runs)")
         print(f"  {'client':<24}{'median':>9}{'min':>9}{'MiB/s':>9}{'vs curl':>9}{'peak RSS':>11}{'CPU s client':>14}{'server':>8}")
+        tools = []
         for name, _ in variants:
             s = h.summarize(name, times[name])
             ratio = curl["median"] / s["median"]
             c, v = sorted(client_cpu[name])[len(client_cpu[name]) // 2], sorted(server_cpu[name])[len(server_cpu[name]) // 2]
             print(f"  {name:<24}{s['median']:>8.2f}s{s['min']:>8.2f}s{1024 / s['median']:>9.0f}{ratio:>8.2f}x{max(peaks[name]):>8.1f} MiB"
                   f"{c:>13.2f}{v:>8.2f}")
-        print(f"  (CPU s: medians; client and server share {os.cpu_count()} cores)")
+            tools.append({"tool": name, "median": s["median"], "min": s["min"], "runs": s["runs"], "unit": "s",
+                          "cpu": {"client": c, "server": v}, "load": loads[name],
+                          "figures": {"MiB/s": 1024 / s["median"], "vs curl": ratio, "peak RSS MiB": max(peaks[name])}})
+        print(f"  (CPU s: medians; client and server share {os.cpu_count()} cores; load at each run: "
+              + ", ".join("/".join(f"{x:.1f}" for x in loads[n]) for n, _ in variants[:1]) + ")")
         ours = h.summarize("sinkid upload", times["sinkid upload"])
         ratio = curl["median"] / ours["median"]
         rss = max(peaks["sinkid upload"])
@@ -207,6 +229,12 @@ def main():
         print(f"\nagent killed (SIGKILL) with {on_server / (1 << 20):.0f} MiB of 1 GiB on the server, then started again:")
         print(f"  bytes sent again: {again} ({again / (1 << 20):.2f} MiB; goal <= one 16 MiB chunk: {'met' if again <= chunk else 'NOT met'})")
         print(f"  agent peak RSS over both runs: {agent_peak:.1f} MiB (goal <= 64 MiB: {'met' if agent_peak <= 64 else 'NOT met'})")
+        h.save_results("tus", {"title": "tus upload of 1 GiB to sinkid serve, against curl -T in the same run",
+                               "goal": {"text": "sinkid upload >= 0.8 x curl -T, checksums on; peak RSS <= 64 MiB",
+                                        "met": ratio >= 0.8 and rss <= 64, "ratio": ratio},
+                               "tools": tools,
+                               "agent killed half-way": {"bytes sent again": again, "on server MiB": on_server / (1 << 20),
+                                                         "peak RSS MiB": agent_peak}})
     finally:
         server.stop()
         scratch.close()
