@@ -427,7 +427,10 @@ extension Replica {
             if plan.action == .adopt {
                 row.agree(with: record)
                 try store.saveFile(row)
-                try store.dequeue(row.path)
+                // A version queued to go again still goes when another device's same content is
+                // adopted: that version may be older at the server than the rename that made devices
+                // move the path away (the fault suite's seed 3001).
+                try store.dequeue(row.path, unlessResend: row.present)
                 return
             }
             row.kind = record.kind
@@ -445,7 +448,8 @@ extension Replica {
                 // A tombstone for something never here: its tag is remembered so a later create bases on it.
                 return
             }
-            if plan.resend { try store.enqueue(row.path, resend: true) } else { try store.dequeue(row.path) }
+            // A version queued to go again (`OutboxEntry.resend`) still goes (see the adopt above).
+            if plan.resend { try store.enqueue(row.path, resend: true) } else { try store.dequeue(row.path, unlessResend: row.present) }
             touched(row.path)
             if record.deleted && plan.expect == nil { return }
             report.applied.append(AppliedChange(path: record.path, event: plan.event ?? (record.deleted ? .deleted : .changed),

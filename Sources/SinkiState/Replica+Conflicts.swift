@@ -75,7 +75,8 @@ extension Replica {
                 agreed.agree(with: remote)
                 try store.transaction {
                     try store.saveFile(agreed)
-                    try store.dequeue(agreed.path)
+                    // A version queued to go again still goes (see the adopt in `record(_:result:report:)`).
+                    try store.dequeue(agreed.path, unlessResend: agreed.present)
                 }
                 try dropWaiting(remote.path, why: "both sides now hold the same version")
                 keepBase(remote, at: here)

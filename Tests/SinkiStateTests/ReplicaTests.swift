@@ -221,6 +221,27 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         #expect(await fixture.replica.pendingCount == 0)
     }
 
+    /// The fault suite's seed 3001: this agent's delete lost to a version it took and queued to send
+    /// again; before it went, another device sent the same content again (its own lost delete). That
+    /// version is older at the server than a rename that made devices move the path away, so adopting
+    /// it must not drop this agent's resend, or those devices lack the file for good.
+    @Test func aVersionQueuedToGoAgainStillGoesWhenAnotherDeviceSendsTheSameContent() async throws {
+        let fixture = try Fixture()
+        try fixture.write("keeper.txt", "keeps the root from looking emptied")
+        _ = try await fixture.replica.apply([remote("Saves/k.save", "v1", tag: 1)], token: nil)
+        try FileManager.default.removeItem(atPath: fixture.root + "/k.save")
+        let report = try await fixture.replica.apply([remote("Saves/k.save", "v2", tag: 2)], token: nil)
+        _ = try await fixture.settle(report.conflicts)
+        let same = try await fixture.replica.apply([remote("Saves/k.save", "v2", tag: 5)], token: nil)
+        #expect(same.conflicts.isEmpty && same.notApplied.isEmpty && fixture.read("k.save") == "v2")
+        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        let again = try #require(batch.first { $0.record.path == "Saves/k.save" }, "the version still goes once more")
+        #expect(again.record.baseTag == 5 && !again.record.deleted && again.record.sha256 == Digest.sha256Hex(Array("v2".utf8)))
+        var tag: Int64 = 5
+        _ = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
+        #expect(await fixture.replica.pendingCount == 0)
+    }
+
     /// The fault suite's seed 904: this agent removed (renamed away) a synced folder, and before its
     /// tombstone went a remote file landed in it, so the apply made the folder again. Devices that
     /// followed the rename moved the folder away and wait for that tombstone, which now never comes:
