@@ -8,8 +8,10 @@ struct RecentlyGone {
     var path: String
     var size: Int64
     var time: Int64
-    /// For a large file, which is not read when it appears: the same inode and size say it is the same file.
+    /// For a large file, which is not read when it appears: the same inode, size and mtime say it is
+    /// the same file (a rename keeps all three; a new file may get a freed inode, not the old mtime).
     var inode: UInt64 = 0
+    var mtime: Int64 = 0
 }
 
 extension Replica {
@@ -102,7 +104,7 @@ extension Replica {
         guard row.kind == .file, row.size > 0, row.tag > 0, !row.sha256.isEmpty, row.syncedSHA256 == row.sha256 else { return }
         let now = Clock.monotonic()
         if recentlyGone[row.sha256]?.contains(where: { $0.path == row.path }) == true { return }
-        recentlyGone[row.sha256, default: []].append(RecentlyGone(path: row.path, size: row.size, time: now, inode: row.inode))
+        recentlyGone[row.sha256, default: []].append(RecentlyGone(path: row.path, size: row.size, time: now, inode: row.inode, mtime: row.mtime))
         if recentlyGone.count > 10_000 {
             recentlyGone = recentlyGone.filter { $0.value.contains { now - $0.time < moveWindow } }
         }
@@ -123,11 +125,13 @@ extension Replica {
     }
 
     /// The vanished path a new large file (not read when it appears) was probably renamed from: the
-    /// same inode and size, with the content it had there. A large file is rarely gone, so the list is walked.
-    func takeGone(inode: UInt64, size: Int64) -> (path: String, sha256: String)? {
+    /// same inode, size and mtime, with the content it had there. A large file is rarely gone, so the
+    /// list is walked.
+    func takeGone(inode: UInt64, size: Int64, mtime: Int64) -> (path: String, sha256: String)? {
         let now = Clock.monotonic()
         for (sha256, candidates) in recentlyGone {
-            guard let index = candidates.firstIndex(where: { $0.inode == inode && $0.size == size && now - $0.time < moveWindow }) else { continue }
+            guard let index = candidates.firstIndex(where: { $0.inode == inode && $0.size == size && $0.mtime == mtime && now - $0.time < moveWindow })
+            else { continue }
             var rest = candidates
             let found = rest.remove(at: index)
             recentlyGone[sha256] = rest.isEmpty ? nil : rest

@@ -363,10 +363,10 @@ extension Replica {
                            let source = takeGone(sha256: content.sha256, size: content.stat.size), try renameCandidateStillGone(source) {
                             // Same size and hash as a file that just vanished: renamed, without the cookie pair.
                             row.movedFrom = source
-                        } else if !wasPresent, content.sha256.isEmpty, let gone = takeGone(inode: stat.inode, size: stat.size),
+                        } else if !wasPresent, content.sha256.isEmpty, let gone = takeGone(inode: stat.inode, size: stat.size, mtime: stat.mtime),
                                   try renameCandidateStillGone(gone.path) {
-                            // A large file is not read: the same inode and size as one that just vanished
-                            // is that file renamed, with the content it had there.
+                            // A large file is not read: the same inode, size and mtime as one that just
+                            // vanished is that file renamed, with the content it had there.
                             row.sha256 = gone.sha256
                             row.movedFrom = gone.path
                         }

@@ -362,7 +362,8 @@ extension Replica {
     /// Settles a rename the server refused because its source no longer holds the content there.
     /// `source` is the server's record at the source now. If another device deleted the version this
     /// agent renamed, the delete follows the rename: the renamed file goes too, unless it changed here
-    /// since (then it is sent as a new file, as it is whenever the source holds other content).
+    /// since or is not the file renamed but a new one with the same bytes (then it is sent as a new
+    /// file, as it is whenever the source holds other content).
     /// Returns true when the renamed file was deleted.
     public func settleMoveWithoutSource(path: String, source: Record?) throws -> Bool {
         guard var row = try store.file(path) else { return false }
@@ -374,7 +375,11 @@ extension Replica {
               let recordPath = try? RecordPath(validating: path), let local = locate(recordPath),
               let stat = entry(root: local.root.index, relative: local.relative), row.matches(stat),
               let gone = try store.file(source.path), !gone.present, gone.tag > 0, gone.tag <= source.changeTag,
-              row.kind == .directory || gone.syncedSHA256 == row.sha256 else {
+              // Only a file that is the one renamed (its inode and mtime, which a rename keeps): a new
+              // file whose bytes equal a vanished one's was sent as a rename to spare the upload, but
+              // it is the user's new file, and a delete elsewhere of the other says nothing of it
+              // (the fault suite's seed 4019).
+              row.kind == .directory || (gone.syncedSHA256 == row.sha256 && gone.inode == stat.inode && gone.mtime == stat.mtime) else {
             try store.saveFile(row)
             return false
         }

@@ -242,6 +242,43 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         #expect(await fixture.replica.pendingCount == 0)
     }
 
+    /// The fault suite's seed 4019: a new file whose bytes equal a file that just vanished here is sent
+    /// as a rename of it (the server copies what it holds). When the server says another device deleted
+    /// that source meanwhile, the delete follows a real rename (same inode and mtime), but a new file
+    /// that only has the same bytes is the user's and must go as a new file, not be deleted.
+    @Test func aDeleteElsewhereFollowsARenameButNotANewFileWithTheSameBytes() async throws {
+        let fixture = try Fixture()
+        try fixture.write("keeper.txt", "keeps the root from looking emptied")
+        _ = try await fixture.replica.apply([remote("Saves/old.txt", "hi", tag: 1), remote("Saves/moved.txt", "yo", tag: 2)], token: nil)
+        // A new file with the bytes of one removed, and a file renamed (no cookie pair: found by content).
+        try FileManager.default.removeItem(atPath: fixture.root + "/old.txt")
+        _ = try await fixture.replica.check(root: 0, paths: ["old.txt"])
+        try fixture.write("new.txt", "hi")
+        try FileManager.default.moveItem(atPath: fixture.root + "/moved.txt", toPath: fixture.root + "/renamed.txt")
+        _ = try await fixture.replica.check(root: 0, paths: ["new.txt", "moved.txt", "renamed.txt"])
+        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        let sent = Dictionary(uniqueKeysWithValues: batch.map { ($0.record.path, $0.record) })
+        #expect(sent["Saves/new.txt"]?.movedFrom == "Saves/old.txt" && sent["Saves/renamed.txt"]?.movedFrom == "Saves/moved.txt",
+                "both go as renames, to spare the bytes")
+        // The server: both sources were deleted by another device meanwhile.
+        let gone = Problem(.moveSourceGone, detail: "deleted")
+        let results = batch.map { outgoing in
+            outgoing.record.movedFrom != nil ? ModifyResult(path: outgoing.record.path, status: .refused, problem: gone)
+                                             : ModifyResult(path: outgoing.record.path, status: .saved, record: outgoing.record.withoutData)
+        }
+        let report = try await fixture.replica.acknowledge(batch, results)
+        #expect(Set(report.movesWithoutSource.map(\.path)) == ["Saves/new.txt", "Saves/renamed.txt"])
+        let deletedNew = try await fixture.replica.settleMoveWithoutSource(
+            path: "Saves/new.txt", source: Record(path: "Saves/old.txt", deleted: true, changeTag: 3, device: "there"))
+        let deletedRenamed = try await fixture.replica.settleMoveWithoutSource(
+            path: "Saves/renamed.txt", source: Record(path: "Saves/moved.txt", deleted: true, changeTag: 4, device: "there"))
+        #expect(!deletedNew && fixture.read("new.txt") == "hi", "a new file is never deleted for another one's delete")
+        #expect(deletedRenamed && !fixture.exists("renamed.txt"), "the delete follows the file that was renamed")
+        let next = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        let again = try #require(next.first { $0.record.path == "Saves/new.txt" }, "the new file goes with its bytes")
+        #expect(again.record.movedFrom == nil && again.record.data != nil && !again.record.deleted)
+    }
+
     /// The fault suite's seed 904: this agent removed (renamed away) a synced folder, and before its
     /// tombstone went a remote file landed in it, so the apply made the folder again. Devices that
     /// followed the rename moved the folder away and wait for that tombstone, which now never comes:
