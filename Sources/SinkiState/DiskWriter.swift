@@ -94,13 +94,25 @@ enum DiskWriter {
         try syscall("fstat", path: parentPath) { fstat(parent, &parentStat) }
         if move, try source.stat().device == UInt64(parentStat.st_dev) {
             let directory = try FileDescriptor.open(sourceDirectory, flags: O_RDONLY | O_DIRECTORY)
-            try syscall("fchmod", path: source.path) { fchmod(source.raw, wanted) }
-            try source.setModified(modifiedAt)
-            willAppear()
-            let replaced = holdLargeVersion(parent: parent, name: name, expect: expect)
-            defer { releaseLater(replaced) }
-            try replace(parent: parent, parentPath: parentPath, temp: sourceName, name: name, expect: expect, from: directory.raw)
-            return try source.stat()
+            // Claimed under a name of its own first: another fetch of the same content may finish now
+            // and rename its file over `sourceName`, and what goes into place must be the file given
+            // its mode and mtime here (the fault suite's seed 4008 placed a fresh 0600 download).
+            let claimed = TempNames.make(for: sourceName)
+            try syscall("rename", path: sourceDirectory + "/" + sourceName) { renameat(directory.raw, sourceName, directory.raw, claimed) }
+            do {
+                let mine = try FileDescriptor.open(sourceDirectory + "/" + claimed, flags: O_RDONLY | O_NOFOLLOW)
+                try syscall("fchmod", path: mine.path) { fchmod(mine.raw, wanted) }
+                try mine.setModified(modifiedAt)
+                willAppear()
+                let replaced = holdLargeVersion(parent: parent, name: name, expect: expect)
+                defer { releaseLater(replaced) }
+                try replace(parent: parent, parentPath: parentPath, temp: claimed, name: name, expect: expect, from: directory.raw)
+                return try mine.stat()
+            } catch {
+                // Back under its name for the next attempt, unless another fetch put one there meanwhile.
+                if linkat(directory.raw, claimed, directory.raw, sourceName, 0) == 0 || errno == EEXIST { unlinkat(directory.raw, claimed, 0) }
+                throw error
+            }
         }
         let temp = TempNames.make(for: name)
         let fd = try syscall("open", path: parentPath + "/" + temp) {

@@ -1,0 +1,36 @@
+import Foundation
+import Glibc
+import SinkiSupport
+import SinkiTestSupport
+import Testing
+@testable import SinkiState
+
+@Suite struct DiskWriterTests {
+    /// The fault suite's seed 4008: a download is renamed into place while another fetch of the same
+    /// content finishes and renames its own file (mode 0600, mtime now) over the download's name. What
+    /// lands must be the file given the record's mode and mtime, not the newcomer.
+    @Test func aDownloadPlacedWhileAnotherFetchOfItFinishesKeepsItsModeAndTime() throws {
+        let directory = TemporaryDirectory("sinki-diskwriter")
+        let downloads = directory.child("downloads"), root = directory.child("root")
+        try FileManager.default.createDirectory(atPath: downloads, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let name = String(repeating: "ab", count: 32)
+        let bytes = Array("the checked download".utf8)
+        try Data(bytes).write(to: URL(fileURLWithPath: downloads + "/" + name))
+        let parent = try FileDescriptor.open(root, flags: O_RDONLY | O_DIRECTORY)
+        let modifiedAt: Int64 = 1_700_000_000_123_456_789
+        let stat = try DiskWriter.placeFile(sourceDirectory: downloads, sourceName: name, move: true, parent: parent.raw, parentPath: root,
+                                            name: "game.save", mode: 0o644, modifiedAt: modifiedAt, expect: nil) {
+            // Another fetch of the same content ends now.
+            let other = downloads + "/other.part"
+            FileManager.default.createFile(atPath: other, contents: Data(bytes), attributes: [.posixPermissions: 0o600])
+            #expect(rename(other, downloads + "/" + name) == 0)
+        }
+        var placed = Glibc.stat()
+        #expect(lstat(root + "/game.save", &placed) == 0)
+        #expect(placed.st_mode & 0o777 == 0o644)
+        #expect(Int64(placed.st_mtim.tv_sec) * 1_000_000_000 + Int64(placed.st_mtim.tv_nsec) == modifiedAt)
+        #expect(UInt64(placed.st_ino) == stat.inode, "the stat returned is the file in place")
+        #expect(FileManager.default.fileExists(atPath: downloads + "/" + name), "the other fetch's file stays for its own apply")
+    }
+}
