@@ -68,19 +68,19 @@ import Testing
         try await cluster.waitForConvergence("a", "b", timeout: 5) { $0.entries.count == 8 }
 
         cluster.stopAgent("b")
-        try FileManager.default.moveItem(atPath: a + "/work", toPath: a + "/renamed")
+        try FileManager.default.moveItem(atPath: a + "/shelf", toPath: a + "/renamed")
         try writeFile(a + "/renamed/a-edits.txt", "edited on a")
         try await waitUntil("a's rename and edit on the server", timeout: 5) {
             let records = try cluster.serverRecords()
             return records.contains { $0.path == "SaveGames/renamed/keep.txt" && !$0.deleted }
-                && records.contains { $0.path == "SaveGames/work" && $0.deleted }
+                && records.contains { $0.path == "SaveGames/shelf" && $0.deleted }
                 && records.contains { $0.path == "SaveGames/renamed/a-edits.txt" && $0.size == Int64("edited on a".utf8.count) }
         }
         // b works in the old folder before it hears of the rename.
-        try writeFile(b + "/work/new.txt", "created on b")
-        try writeFile(b + "/work/edit.txt", "edited on b")
-        try FileManager.default.removeItem(atPath: b + "/work/delete.txt")
-        try FileManager.default.removeItem(atPath: b + "/work/a-edits.txt")
+        try writeFile(b + "/shelf/new.txt", "created on b")
+        try writeFile(b + "/shelf/edit.txt", "edited on b")
+        try FileManager.default.removeItem(atPath: b + "/shelf/delete.txt")
+        try FileManager.default.removeItem(atPath: b + "/shelf/a-edits.txt")
         try cluster.startAgent("b")
 
         try await cluster.waitForConvergence("a", "b", timeout: 10) { snapshot in
@@ -98,10 +98,10 @@ import Testing
 
         // At once: b's operations race a's rename reaching b. One that finds the folder gone already
         // did not happen (as for any program), and is not expected afterwards.
-        try FileManager.default.moveItem(atPath: a + "/work", toPath: a + "/renamed")
-        let created = writeInPlace(b + "/work/new.txt", "created on b")
-        let edited = writeInPlace(b + "/work/edit.txt", "edited on b")
-        let deleted = unlink(b + "/work/delete.txt") == 0
+        try FileManager.default.moveItem(atPath: a + "/shelf", toPath: a + "/renamed")
+        let created = writeInPlace(b + "/shelf/new.txt", "created on b")
+        let edited = writeInPlace(b + "/shelf/edit.txt", "edited on b")
+        let deleted = unlink(b + "/shelf/delete.txt") == 0
 
         try await cluster.waitForConvergence("a", "b", timeout: 10) { snapshot in
             snapshot.entries["renamed/keep.txt"] != nil && (!created || !files(snapshot, holding: "created on b", in: a).isEmpty)
@@ -112,11 +112,11 @@ import Testing
 
     /// `work/` with a file kept as it is, one b edits, one b deletes, one a edits and b deletes, and a subfolder.
     func shareWorkFolder(_ a: String) throws {
-        try writeFile(a + "/work/keep.txt", "kept")
-        try writeFile(a + "/work/edit.txt", "before the edit")
-        try writeFile(a + "/work/delete.txt", "deleted on b")
-        try writeFile(a + "/work/a-edits.txt", "before a's edit")
-        try writeFile(a + "/work/sub/deep.txt", "deep")
+        try writeFile(a + "/shelf/keep.txt", "kept")
+        try writeFile(a + "/shelf/edit.txt", "before the edit")
+        try writeFile(a + "/shelf/delete.txt", "deleted on b")
+        try writeFile(a + "/shelf/a-edits.txt", "before a's edit")
+        try writeFile(a + "/shelf/sub/deep.txt", "deep")
     }
 
     /// After `work` became `renamed` on a while b created, edited and deleted in `work`: b's new file

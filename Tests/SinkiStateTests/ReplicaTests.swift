@@ -203,22 +203,32 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         #expect(batch.first?.record.deleted == false)
     }
 
-    @Test func aLocalDeleteLosesToARemoteEdit() async throws {
-        let fixture = try Fixture()
+    /// `k.save` synced as "v1", deleted here, and a remote "v2" (tag 2) taken over the delete.
+    private func loseADeleteToARemoteEdit(_ fixture: Fixture) async throws {
         try fixture.write("keeper.txt", "keeps the root from looking emptied")
         _ = try await fixture.replica.apply([remote("Saves/k.save", "v1", tag: 1)], token: nil)
         try FileManager.default.removeItem(atPath: fixture.root + "/k.save")
         let report = try await fixture.replica.apply([remote("Saves/k.save", "v2", tag: 2)], token: nil)
         _ = try await fixture.settle(report.conflicts)
+    }
+
+    /// The next push sends `k.save`'s "v2" once more based on `base`; acknowledged, nothing is pending.
+    private func expectSentAgain(_ fixture: Fixture, basedOn base: Int64, _ comment: Comment? = nil) async throws {
+        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
+        let again = try #require(batch.first { $0.record.path == "Saves/k.save" }, comment)
+        #expect(again.record.baseTag == base && !again.record.deleted && again.record.sha256 == Digest.sha256Hex(Array("v2".utf8)))
+        var tag = base
+        _ = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
+        #expect(await fixture.replica.pendingCount == 0)
+    }
+
+    @Test func aLocalDeleteLosesToARemoteEdit() async throws {
+        let fixture = try Fixture()
+        try await loseADeleteToARemoteEdit(fixture)
         #expect(fixture.read("k.save") == "v2")
         // The delete lost: the version taken goes once more as a new one, for devices that may have
         // moved it away following a rename whose old path this delete was.
-        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
-        let again = try #require(batch.first { $0.record.path == "Saves/k.save" })
-        #expect(again.record.baseTag == 2 && !again.record.deleted && again.record.sha256 == Digest.sha256Hex(Array("v2".utf8)))
-        var tag: Int64 = 2
-        _ = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
-        #expect(await fixture.replica.pendingCount == 0)
+        try await expectSentAgain(fixture, basedOn: 2)
     }
 
     /// The fault suite's seed 3001: this agent's delete lost to a version it took and queued to send
@@ -227,19 +237,10 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
     /// it must not drop this agent's resend, or those devices lack the file for good.
     @Test func aVersionQueuedToGoAgainStillGoesWhenAnotherDeviceSendsTheSameContent() async throws {
         let fixture = try Fixture()
-        try fixture.write("keeper.txt", "keeps the root from looking emptied")
-        _ = try await fixture.replica.apply([remote("Saves/k.save", "v1", tag: 1)], token: nil)
-        try FileManager.default.removeItem(atPath: fixture.root + "/k.save")
-        let report = try await fixture.replica.apply([remote("Saves/k.save", "v2", tag: 2)], token: nil)
-        _ = try await fixture.settle(report.conflicts)
+        try await loseADeleteToARemoteEdit(fixture)
         let same = try await fixture.replica.apply([remote("Saves/k.save", "v2", tag: 5)], token: nil)
         #expect(same.conflicts.isEmpty && same.notApplied.isEmpty && fixture.read("k.save") == "v2")
-        let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
-        let again = try #require(batch.first { $0.record.path == "Saves/k.save" }, "the version still goes once more")
-        #expect(again.record.baseTag == 5 && !again.record.deleted && again.record.sha256 == Digest.sha256Hex(Array("v2".utf8)))
-        var tag: Int64 = 5
-        _ = try await fixture.replica.acknowledge(batch, saveAll(batch, from: &tag))
-        #expect(await fixture.replica.pendingCount == 0)
+        try await expectSentAgain(fixture, basedOn: 5, "the version still goes once more")
     }
 
     /// The fault suite's seed 4019: a new file whose bytes equal a file that just vanished here is sent
@@ -679,8 +680,8 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
     /// `work/keep.txt` (and `work/sub/deep.txt`), pushed and acknowledged; returns the last tag.
     func syncedWork(_ fixture: Fixture) async throws -> Int64 {
         try fixture.write("keeper.txt", "keeps the root from looking emptied")
-        try fixture.write("work/keep.txt", "kept")
-        try fixture.write("work/sub/deep.txt", "deep")
+        try fixture.write("shelf/keep.txt", "kept")
+        try fixture.write("shelf/sub/deep.txt", "deep")
         _ = try await fixture.replica.reconcile(root: 0, under: "")
         var tag: Int64 = 0
         let batch = try await fixture.replica.nextBatch(limit: 10, maxBytes: 1 << 20, excluding: [])
@@ -690,23 +691,23 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
 
     /// The other side's records for renaming `work` to `renamed`.
     func renameRecords(after tag: Int64) -> [Record] {
-        let folder = Record(path: "Saves/renamed", type: Record.directoryType, changeTag: tag + 1, mode: 0o755, movedFrom: "Saves/work")
-        let sub = Record(path: "Saves/renamed/sub", type: Record.directoryType, changeTag: tag + 2, mode: 0o755, movedFrom: "Saves/work/sub")
+        let folder = Record(path: "Saves/renamed", type: Record.directoryType, changeTag: tag + 1, mode: 0o755, movedFrom: "Saves/shelf")
+        let sub = Record(path: "Saves/renamed/sub", type: Record.directoryType, changeTag: tag + 2, mode: 0o755, movedFrom: "Saves/shelf/sub")
         var keep = remote("Saves/renamed/keep.txt", "kept", tag: tag + 3)
-        keep.movedFrom = "Saves/work/keep.txt"
+        keep.movedFrom = "Saves/shelf/keep.txt"
         var deep = remote("Saves/renamed/sub/deep.txt", "deep", tag: tag + 4)
-        deep.movedFrom = "Saves/work/sub/deep.txt"
+        deep.movedFrom = "Saves/shelf/sub/deep.txt"
         return [folder, sub, keep, deep]
     }
 
     @Test func aSyncedFolderIsRenamedWhole() async throws {
         let fixture = try Fixture()
         let tag = try await syncedWork(fixture)
-        let inode = try #require(try await fixture.replica.knownFile("Saves/work/keep.txt")?.inode)
+        let inode = try #require(try await fixture.replica.knownFile("Saves/shelf/keep.txt")?.inode)
         let report = try await fixture.replica.apply(renameRecords(after: tag), token: nil)
         #expect(report.notApplied.isEmpty)
         #expect(fixture.read("renamed/keep.txt") == "kept" && fixture.read("renamed/sub/deep.txt") == "deep")
-        #expect(!fixture.exists("work"))
+        #expect(!fixture.exists("shelf"))
         #expect(try await fixture.replica.knownFile("Saves/renamed/keep.txt")?.inode == inode)
         #expect(try await fixture.replica.knownFile("Saves/renamed/keep.txt")?.tag == tag + 3)
         #expect(report.toCheck.contains { $0.root.index == 0 && $0.relative == "renamed" })
@@ -719,13 +720,13 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         let fixture = try Fixture()
         let tag = try await syncedWork(fixture)
         var renamed = remote("Saves/moved.txt", "kept", tag: tag + 1)
-        renamed.movedFrom = "Saves/work/keep.txt"
-        let again = remote("Saves/work/keep.txt", "kept", tag: tag + 2)
+        renamed.movedFrom = "Saves/shelf/keep.txt"
+        let again = remote("Saves/shelf/keep.txt", "kept", tag: tag + 2)
         let report = try await fixture.replica.apply([renamed, again], token: nil)
         #expect(report.notApplied.isEmpty)
         #expect(fixture.read("moved.txt") == "kept")
-        #expect(fixture.read("work/keep.txt") == "kept")
-        let row = try #require(try await fixture.replica.knownFile("Saves/work/keep.txt"))
+        #expect(fixture.read("shelf/keep.txt") == "kept")
+        let row = try #require(try await fixture.replica.knownFile("Saves/shelf/keep.txt"))
         #expect(row.present && row.tag == tag + 2)
     }
 
@@ -733,12 +734,12 @@ func saveAll(_ batch: [Outgoing], from tag: inout Int64) -> [ModifyResult] {
         let fixture = try Fixture()
         let tag = try await syncedWork(fixture)
         // Written here just before the rename arrives, not looked at yet.
-        try fixture.write("work/new.txt", "not seen yet")
+        try fixture.write("shelf/new.txt", "not seen yet")
         let report = try await fixture.replica.apply(renameRecords(after: tag), token: nil)
         #expect(report.notApplied.isEmpty)
         // The synced files moved one by one (no byte written again); the new one is where it was put.
         #expect(fixture.read("renamed/keep.txt") == "kept" && fixture.read("renamed/sub/deep.txt") == "deep")
-        #expect(fixture.read("work/new.txt") == "not seen yet")
+        #expect(fixture.read("shelf/new.txt") == "not seen yet")
         #expect(try await fixture.replica.knownFile("Saves/renamed/keep.txt")?.tag == tag + 3)
     }
 }
