@@ -12,6 +12,8 @@ public enum Routes {
     public static let chunks = "/v1/chunks/"
     /// Which of a list of chunks the server lacks (`POST`).
     public static let missingChunks = "/v1/chunks/missing"
+    /// A folder's digests, for checking that a copy of the records equals the server's (`GET`).
+    public static let digests = "/v1/digests"
     /// Minting a narrower token (`POST`).
     public static let tokens = "/v1/tokens"
 }
