@@ -116,6 +116,11 @@ extension Agent: ControlHandler {
         overall.notAppliedCount = facts?.notAppliedCount ?? 0
         overall.differing = verifySummary.differing.count
         overall.verifying = verify.running && verify.repairedThisRun > 0
+        let digestSummary = self.digestSummary
+        overall.transfersRunning = transfers.moving.count
+        overall.checking = !digestSummary.matched
+        overall.stuck = digestSummary.stuck
+        overall.digestFailure = digestSummary.matched ? nil : digestSummary.failure.flatMap { $0.hasPrefix("cannot compare") ? nil : $0 }
         let (state, reason) = SyncStateRule.decide(overall)
         var roots: [RootStatus] = []
         for (index, root) in configuration.roots.enumerated() {
@@ -127,6 +132,8 @@ extension Agent: ControlHandler {
             mine.notAppliedCount = totals?.notApplied ?? 0
             mine.toSend = (totals?.pending ?? 0) > 0 ? overall.toSend : 0
             mine.differing = verifySummary.differing.filter { PathText.isWithin($0, root.name) }.count
+            mine.stuck = digestSummary.stuck.filter { PathText.isWithin($0, root.name) }
+            mine.transfersRunning = transfers.moving.keys.filter { PathText.isWithin(TransferBook.Key.path(of: $0), root.name) }.count
             let (rootState, rootReason) = SyncStateRule.decide(mine)
             roots.append(RootStatus(name: root.name, path: root.path, files: totals?.files ?? 0, bytes: totals?.bytes ?? 0,
                                     state: rootState, reason: rootReason))
@@ -145,14 +152,16 @@ extension Agent: ControlHandler {
                                   retryAt: access.rateLimitRemaining(now: Clock.now()) == nil ? nil : access.retryAt),
             roots: roots,
             pending: PendingSummary(count: pendingCount, refused: facts?.refusedCount ?? 0, changes: changes),
-            remote: RemoteSummary(upToDate: caughtUp && !control.paused && (facts?.notAppliedCount ?? 0) == 0, position: facts?.feedToken),
+            remote: RemoteSummary(upToDate: caughtUp && !control.paused && (facts?.notAppliedCount ?? 0) == 0 && digestSummary.matched
+                                  && transfers.moving.isEmpty, position: facts?.feedToken),
             skipped: SkippedSummary(count: facts?.skippedCount ?? 0, paths: facts?.skipped ?? []),
             ignored: facts?.ignoredCount ?? 0,
             transfers: transfers.statuses(),
             // Only the `ask` rule leaves conflicts for `resolve`; every other is settled when found.
             conflicts: waiting.conflicts.map(ConflictEntry.init),
             notApplied: NotAppliedSummary(count: facts?.notAppliedCount ?? 0, changes: notApplied),
-            verify: verifySummary)
+            verify: verifySummary,
+            digest: digestSummary)
     }
 
     public func pause() async -> ControlAck {

@@ -36,9 +36,13 @@ extension Agent {
                     page = try await pending.value
                 } else {
                     let token = try await replica.feedToken(server: feedKey)
-                    page = try await client.changes(since: token, wait: caughtUp ? configuration.pollWaitSeconds : 0, limit: 1000)
+                    // A check against the server that could not finish is tried again after the next page: asked
+                    // for without waiting, that page comes at once.
+                    let wait = caughtUp && !digests.recheck ? configuration.pollWaitSeconds : 0
+                    page = try await client.changes(since: token, wait: wait, limit: 1000)
                 }
                 connected()
+                if !page.records.isEmpty { digests.matched = false }
                 if page.more {
                     let token = page.token
                     upcoming = Task { try await self.page(after: token) }
@@ -61,6 +65,12 @@ extension Agent {
                     } else if verify.last?.result == "differing" || verify.last?.result == "failed" {
                         Task { await self.verifyNow("the last comparison found differences") }
                     }
+                }
+                // Read to its end: this agent's copy of the server's records is checked against the server's
+                // digests before anything says "up to date" (an empty long-poll after a match needs no new look).
+                if !page.more && caughtUp && !(page.records.isEmpty && digests.matched && !digests.recheck) {
+                    digests.recheck = false
+                    await checkWithServer()
                 }
                 pumpPush()
                 if caughtUp { await sayIfUpToDate() }
@@ -94,7 +104,7 @@ extension Agent {
     /// the feed read to its end, nothing local to send, nothing remote waiting to be applied. Not
     /// per change after that: a busy folder would log a line each time.
     func sayIfUpToDate() async {
-        guard caughtUp, !stopping, !saidUpToDate, let replica else { return }
+        guard caughtUp, !stopping, !saidUpToDate, digests.matched, transfers.moving.isEmpty, let replica else { return }
         if await replica.isSettled {
             // Another call may have said it while this one waited for the replica.
             guard !saidUpToDate else { return }

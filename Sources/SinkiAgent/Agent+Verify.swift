@@ -43,6 +43,8 @@ extension Agent {
         verify.running = false
         verify.last = outcome
         try? await replica?.saveVerify(outcome)
+        // Every page listed went into the Remote tree: it holds all the server has in the roots now.
+        if outcome.result == "same" || outcome.result == "repaired" { try? await replica?.markRemoteSeeded() }
         let seconds = String(format: "%.2f", Double(Clock.monotonic() - started) / 1e9)
         switch outcome.result {
         case "same": logger.info("compared with the server in \(seconds) s: the same")

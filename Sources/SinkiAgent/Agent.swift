@@ -97,6 +97,8 @@ public actor Agent {
     var retries = RetrySchedule()
     /// Full comparisons with the server (Agent+Verify.swift).
     var verify = VerifyState()
+    /// Checks of the Remote tree against the server's digests (Agent+Digests.swift).
+    var digests = DigestCheckState()
 
     public init(configuration: AgentConfiguration, loop: EventLoop, logger: Logger) {
         self.configuration = configuration
@@ -251,6 +253,7 @@ public actor Agent {
             try await replica.bindServer(feedKey)
             uncleanStart = try await replica.markRunning()
             verify.last = try await replica.lastVerify()
+            await loadDigestCounts()
             try await replica.recoverInterruptedApply()
             await replica.useUploadEndpoint(serverURL + Routes.uploads)
             await replica.setInlineLimit(configuration.transfer.inlineMax)

@@ -98,6 +98,8 @@ struct StatusRenderer {
         if verify.running { verifyLine += " (one runs now)" }
         out.append(verifyLine)
         for path in verify.differing.prefix(20) { out.append("  differs  \(path)") }
+        if agent.running { out.append(render(report.digest, now: now)) }
+        for path in report.digest.stuck.prefix(20) { out.append("  not held  \(path)") }
 
         out.append("skipped: \(report.skipped.count)" + (report.skipped.count > 0 ? " (fifos, sockets, devices, names that are not UTF-8)" : ""))
         for path in report.skipped.paths { out.append("  \(path)") }
@@ -114,6 +116,26 @@ struct StatusRenderer {
 
     /// `↑ path  [#####.....] 45%  12.0 MiB of 26.7 MiB (1.0 MiB new)  3.1 MiB/s  5s left` (the bar only on a terminal;
     /// "new" for a file moving as chunks: the bytes of those the other end lacked).
+    /// The line about the checks against the server's digests.
+    func render(_ digest: DigestSummary, now: Int64) -> String {
+        var line = "checked against the server: "
+        if digest.unsupported {
+            line += "the server offers no digests"
+        } else if digest.matched {
+            line += tint("the same", .green) + (digest.lastMatch.map { ", " + Format.ago($0, now: now) } ?? "")
+        } else if let failure = digest.failure {
+            line += tint(failure, .yellow)
+        } else {
+            line += "not yet at this position"
+        }
+        if digest.repaired > 0 {
+            line += "; " + tint("repaired after a mismatch with the server: \(digest.repaired) path(s)", .red)
+                + (digest.lastRepairAt.map { ", last \(Format.ago($0, now: now))" } ?? "")
+        }
+        if digest.lateApplied > 0 { line += "; " + tint("\(digest.lateApplied) version(s) applied late", .red) }
+        return line
+    }
+
     func render(_ transfer: TransferStatus) -> String {
         let arrow = transfer.direction == .upload ? "↑" : "↓"
         let fraction = transfer.total > 0 ? min(1, Double(transfer.done) / Double(transfer.total)) : 0

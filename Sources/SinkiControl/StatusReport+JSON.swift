@@ -17,6 +17,7 @@ extension StatusReport {
             ("conflicts", .array(conflicts.map(\.json))),
             ("notApplied", notApplied.json),
             ("verify", verify.json),
+            ("digest", digest.json),
         ])
     }
 
@@ -49,6 +50,7 @@ extension StatusReport {
         // Members added after schema 1 was fixed: an older agent leaves them out.
         notApplied = fields.has("notApplied") ? try NotAppliedSummary(try fields.object("notApplied")) : NotAppliedSummary()
         verify = fields.has("verify") ? try VerifySummary(try fields.object("verify")) : VerifySummary()
+        digest = fields.has("digest") ? try DigestSummary(try fields.object("digest")) : DigestSummary()
     }
 }
 
@@ -221,5 +223,24 @@ extension VerifySummary {
         self.init(lastRun: try fields.optionalTime("lastRun"), result: try fields.optionalString("result"),
                   repaired: Int(try fields.int("repaired")), differing: differing, detail: try fields.optionalString("detail"),
                   running: try fields.bool("running"), nextRun: try fields.optionalTime("nextRun"))
+    }
+}
+
+extension DigestSummary {
+    var json: JSONValue {
+        .object([("matched", .bool(matched)), ("lastMatch", .time(lastMatch)), ("repaired", .int(Int64(repaired))),
+                 ("lastRepairAt", .time(lastRepairAt)), ("lateApplied", .int(Int64(lateApplied))),
+                 ("stuck", .array(stuck.map { .string($0) })), ("failure", .optional(failure)), ("unsupported", .bool(unsupported))])
+    }
+
+    init(_ fields: JSONFields) throws(ControlError) {
+        var stuck: [String] = []
+        for item in try fields.array("stuck") {
+            guard case let .string(path) = item else { throw fields.fail("stuck", "expected strings") }
+            stuck.append(path)
+        }
+        self.init(matched: try fields.bool("matched"), lastMatch: try fields.optionalTime("lastMatch"), repaired: Int(try fields.int("repaired")),
+                  lastRepairAt: try fields.optionalTime("lastRepairAt"), lateApplied: Int(try fields.int("lateApplied")), stuck: stuck,
+                  failure: try fields.optionalString("failure"), unsupported: try fields.bool("unsupported"))
     }
 }

@@ -21,12 +21,14 @@ public struct StatusReport: Sendable, Equatable {
     public var notApplied: NotAppliedSummary
     /// The last full comparison with the server.
     public var verify: VerifySummary
+    /// The checks of this agent's copy of the server's records against the server's digests.
+    public var digest: DigestSummary
 
     public init(generatedAt: Int64, agent: AgentSummary, server: ServerSummary, roots: [RootStatus] = [],
                 pending: PendingSummary = PendingSummary(), remote: RemoteSummary = RemoteSummary(),
                 skipped: SkippedSummary = SkippedSummary(), ignored: Int = 0, transfers: [TransferStatus] = [],
                 conflicts: [ConflictEntry] = [], notApplied: NotAppliedSummary = NotAppliedSummary(),
-                verify: VerifySummary = VerifySummary()) {
+                verify: VerifySummary = VerifySummary(), digest: DigestSummary = DigestSummary()) {
         self.generatedAt = generatedAt
         self.agent = agent
         self.server = server
@@ -39,6 +41,7 @@ public struct StatusReport: Sendable, Equatable {
         self.conflicts = conflicts
         self.notApplied = notApplied
         self.verify = verify
+        self.digest = digest
     }
 }
 
@@ -344,5 +347,38 @@ public struct VerifySummary: Sendable, Equatable {
         self.detail = detail
         self.running = running
         self.nextRun = nextRun
+    }
+}
+
+/// The checks of the agent's copy of the server's records (its Remote tree) against the server's
+/// folder digests, and what they repaired (docs/status.md, `digest`).
+public struct DigestSummary: Sendable, Equatable {
+    /// The digests matched at the position the feed was last read to, and every version read is held.
+    public var matched: Bool
+    /// When they last matched.
+    public var lastMatch: Int64?
+    /// Paths repaired after a mismatch with the server, in all on this state folder: each a defect.
+    public var repaired: Int
+    /// When the last such path was repaired.
+    public var lastRepairAt: Int64?
+    /// Versions read from the server that were found never applied here (and applied then): defects too.
+    public var lateApplied: Int
+    /// Paths whose version read from the server still is not held here after being applied again.
+    public var stuck: [String]
+    /// Why the last check could not finish, or what it left different.
+    public var failure: String?
+    /// The server offers no digests (an older server).
+    public var unsupported: Bool
+
+    public init(matched: Bool = false, lastMatch: Int64? = nil, repaired: Int = 0, lastRepairAt: Int64? = nil, lateApplied: Int = 0,
+                stuck: [String] = [], failure: String? = nil, unsupported: Bool = false) {
+        self.matched = matched
+        self.lastMatch = lastMatch
+        self.repaired = repaired
+        self.lastRepairAt = lastRepairAt
+        self.lateApplied = lateApplied
+        self.stuck = stuck
+        self.failure = failure
+        self.unsupported = unsupported
     }
 }

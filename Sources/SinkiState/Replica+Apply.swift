@@ -83,7 +83,11 @@ extension Replica {
         var seen = Set<PathKey>()
         let latest = records.reversed().filter { seen.insert(PathKey($0.path)).inserted }.reversed()
         var retry = try applyOnce(Array(latest), allowRename: true, unavailable: unavailable, report: &report) {
-            if let token { try store.setMeta(MetaKey.feedToken, token) }
+            // A feed page is the server's word: the Remote tree moves with the token that covers it.
+            if let token {
+                try store.observeRemote(records)
+                try store.setMeta(MetaKey.feedToken, token)
+            }
         }
         if !retry.isEmpty {
             logger.info("\(retry.count) remote change(s) met a disk that moved under them; deciding them again")

@@ -303,6 +303,13 @@ extension Replica {
         }
         var agreed: [Record] = []
         try store.transaction {
+            // What the server answered is what it now holds: the Remote tree learns it with the rows.
+            try store.observeRemote(results.compactMap { result in
+                switch result.status {
+                case .saved, .conflict: return result.record
+                case .refused: return nil
+                }
+            })
             for (outgoing, result) in zip(sent, results) {
                 let path = outgoing.record.path
                 guard var row = try store.file(path) else { continue }

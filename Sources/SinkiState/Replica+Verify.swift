@@ -43,6 +43,7 @@ extension Replica {
         var findings = VerifyFindings()
         var seen = Set<PathKey>()
         try store.transaction {
+            try store.observeRemote(records.filter { PathText.isWithin($0.path, name) })
             for record in records where PathText.isWithin(record.path, name) {
                 let key = PathKey(record.path)
                 seen.insert(key)
@@ -54,6 +55,16 @@ extension Replica {
             for row in rows where !seen.contains(PathKey(row.path)) && row.tag <= listedAt {
                 try compare(server: nil, local: row, floor: floor, into: &findings)
             }
+        }
+        return findings
+    }
+
+    /// Compares the rows at `paths` with the server's records there (`server`, keyed by path; a path
+    /// it lacks has no record there) under the same rules as a listing page.
+    func compare(paths: [String], server: [PathKey: Record], floor: Int64) throws -> VerifyFindings {
+        var findings = VerifyFindings()
+        try store.transaction {
+            for path in paths { try compare(server: server[PathKey(path)], local: try store.file(path), floor: floor, into: &findings) }
         }
         return findings
     }

@@ -194,8 +194,13 @@ public actor Replica {
     }
 
     /// Forgets the feed position (the server no longer knows the token); the next pull starts over.
+    /// The Remote tree goes with it: the full comparison that follows lists every record again.
     public func resetFeed() throws {
-        try store.setMeta(MetaKey.feedToken, nil)
+        try store.transaction {
+            try store.setMeta(MetaKey.feedToken, nil)
+            try store.clearRemote()
+            try store.setMeta(MetaKey.remoteSeeded, "0")
+        }
     }
 
     public func bindServer(_ server: String) throws {
@@ -203,9 +208,18 @@ public actor Replica {
             try store.transaction {
                 try store.setMeta(MetaKey.feedServer, server)
                 try store.setMeta(MetaKey.feedToken, nil)
+                try store.clearRemote()
+                try store.setMeta(MetaKey.remoteSeeded, nil)
             }
         }
     }
+
+    /// Whether the Remote tree holds everything the feed position moved past (false on a database
+    /// upgraded from before it existed, or after the feed started over, until a full listing ran).
+    public var remoteSeeded: Bool { (try? store.meta(MetaKey.remoteSeeded)) != "0" }
+
+    /// Notes that a full listing of every root filled the Remote tree.
+    public func markRemoteSeeded() throws { try store.setMeta(MetaKey.remoteSeeded, nil) }
 
     public var pendingCount: Int { store.outboxCount }
 

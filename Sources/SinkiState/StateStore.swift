@@ -11,7 +11,7 @@ public final class StateStore {
     /// Rows of `unapplied`, so that the common case (none) costs no query per saved row.
     public internal(set) var unappliedCount = 0
 
-    static let schemaVersion = 8
+    static let schemaVersion = 9
 
     public init(path: String) throws(SQLiteError) {
         self.path = path
@@ -26,7 +26,7 @@ public final class StateStore {
         // Every statement is IF NOT EXISTS, so an older database gains what it lacks (3: tus uploads, 4: the apply
         // journal and conflicts, 5: remote changes not applied and the outbox's push-order index, 6: the outbox's
         // resend flag, added below since a column cannot be added "if not exists", 7: root_totals, counted once when
-        // made, and files_large, 8: manifests, chunk_places, chunk_uploads and files_content).
+        // made, and files_large, 8: manifests, chunk_places, chunk_uploads and files_content, 9: the Remote tree).
         // Each file row holds two views of a path: what was last seen on disk (present, size, mtime,
         // inode, sha256) and the last version both this agent and the server agreed on (tag,
         // synced_*). A pending local change is a row whose two views differ, listed in outbox.
@@ -66,7 +66,12 @@ public final class StateStore {
             CREATE INDEX IF NOT EXISTS outbox_order ON outbox(queued_at, path) WHERE last_error IS NULL;
             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
             """ + Self.tusUploadsSchema + Self.applyJournalSchema + Self.conflictsSchema + Self.unappliedSchema
-            + Self.manifestsSchema)
+            + Self.manifestsSchema + Self.remoteSchema)
+        if version < 9, try meta(MetaKey.feedToken) != nil {
+            // A feed position read before the Remote tree existed: what it moved past is not in the tree,
+            // so the tree is filled from one listing of the server before any digest is compared.
+            try setMeta(MetaKey.remoteSeeded, "0")
+        }
         let countedBefore = try database.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'root_totals'") != nil
         try database.execute(Self.rootTotalsSchema)
         if !countedBefore { try database.execute(Self.rootTotalsFill) }
@@ -100,4 +105,7 @@ public enum MetaKey {
     public static let feedToken = "feed.token"
     /// The server URL the token belongs to; a different server starts the feed over.
     public static let feedServer = "feed.server"
+    /// "0" while the Remote tree lacks what the feed moved past before it existed (an upgraded
+    /// database): a full listing fills it; absent or "1" otherwise.
+    public static let remoteSeeded = "remote.seeded"
 }

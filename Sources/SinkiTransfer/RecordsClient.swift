@@ -106,6 +106,14 @@ public final class SyncClient {
         return try await parse(response, isolation: isolation) { try RecordPage.parse($0) }
     }
 
+    /// The digests of folder `path` (a root name or a folder's record path) as the server holds them,
+    /// with those of the folders directly in it when `children` is set (docs/protocol.md, "Digests").
+    public func digests(of path: String, children: Bool, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> DigestReply {
+        let request = request("GET", Routes.digests + "?path=" + Self.escape(path) + (children ? "&children=1" : ""), timeout: 60)
+        let response = try await send(request, isolation: isolation)
+        return try await parse(response, isolation: isolation) { try DigestReply.parse($0) }
+    }
+
     /// Which of `chunks` (SHA-256 names) the server lacks, in the order asked; at most
     /// `MissingChunksRequest.maxNames` names a request (the caller splits longer lists).
     public func missingChunks(_ chunks: [String], isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> [String] {

@@ -1,0 +1,275 @@
+import SinkiControl
+import SinkiRecord
+import SinkiState
+import SinkiSupport
+import SinkiTransfer
+
+/// The checks of this agent's copy of the server's records (the Remote tree) against the server's own
+/// digests (issue 21): "up to date" is said only once they matched at the feed position read.
+struct DigestCheckState {
+    /// The digests of every root matched the server's at the position the feed was last read to, and
+    /// every version read is held here; cleared whenever the feed brings something new.
+    var matched = false
+    /// When they last matched.
+    var lastMatch: Int64?
+    /// Kept in the state database across restarts.
+    var counts = DigestCounts()
+    /// Versions of the Remote tree up to this tag were found held here (the next look starts after it).
+    var heldThrough: Int64 = 0
+    /// Versions applied again because they were not held, by path: found so a second time at the same
+    /// tag, they are not tried again but shown (`stuck`).
+    var retriedNotHeld: [String: Int64] = [:]
+    /// Paths whose version read from the server could not be made to hold here.
+    var stuck: Set<String> = []
+    /// The server answered that it has no digests (an older server): nothing waits for them.
+    var unsupported = false
+    /// Why the last check could not finish (nil: it did, or none ran yet).
+    var failure: String?
+    /// A full listing runs to fill the Remote tree of an upgraded database.
+    var seeding = false
+    /// The last check could not reach the server: the pull loop asks for its next page without
+    /// waiting, and checks again after it.
+    var recheck = false
+
+    /// Rounds of descent and repair in one check; a mismatch left after them is shown as an error.
+    static let rounds = 3
+    /// Versions looked at per check for being held here.
+    static let heldBatch = 500
+}
+
+/// How one comparison of a root's digests came out.
+private enum DigestComparison {
+    case matched
+    /// The server holds changes the feed has not brought yet: the next page brings them, and a check
+    /// follows it.
+    case behind
+    /// These paths differed and were repaired.
+    case repaired([RemoteMismatch])
+}
+
+extension Agent {
+    /// Checks the Remote tree against the server once the feed has been read to its end: each root's
+    /// digest at the position read (one request a root), a descent through the folders that differ
+    /// when one does (repairing the Remote tree and, through the full comparison's rules, the rows
+    /// here), then the versions read but not held here. Runs inside the pull loop, so no feed page is
+    /// applied while it compares.
+    func checkWithServer() async {
+        digests.matched = false
+        guard let replica, caughtUp, !stopping, !control.paused, !digests.seeding else { return }
+        guard await replica.remoteSeeded else {
+            seedRemoteTree()
+            return
+        }
+        do {
+            guard let same = try await compareRounds() else { return }
+            try await applyNotHeld()
+            digests.matched = same && digests.stuck.isEmpty
+            if digests.matched {
+                digests.failure = nil
+                digests.lastMatch = Clock.now()
+            }
+        } catch let wentBack as ServerWentBack {
+            // Its feed now gives out tags this agent's position is past: start the feed over, as when the
+            // server no longer knows the position, with a full comparison in place of the history.
+            logger.error("\(wentBack)")
+            do { try await replica.resetFeed() } catch { logger.error("cannot start the feed over: \(error)") }
+            await verifyNow("the server went back to an older state", adoptHead: true)
+            digests.recheck = true
+        } catch {
+            digests.failure = "cannot compare with the server: \(error)"
+            digests.recheck = true
+            if error is SyncError { logger.warning(digests.failure!) } else { logger.error(digests.failure!) }
+        }
+    }
+
+    /// Compares the roots' digests, repairing what differs, up to `DigestCheckState.rounds` times;
+    /// true when they ended the same (or the server has no digests), nil when the feed is behind.
+    private func compareRounds() async throws -> Bool? {
+        if digests.unsupported { return true }
+        for round in 1...DigestCheckState.rounds {
+            let mismatched: [RemoteMismatch]?
+            do { mismatched = try await compareRoots() } catch let .problem(problem) as SyncError where problem.status == 404 {
+                logger.warning("the server offers no digests (\(problem.detail)); up to date is said without them")
+                digests.unsupported = true
+                return true
+            }
+            guard let mismatched else { return nil }
+            if mismatched.isEmpty { return true }
+            if round == DigestCheckState.rounds {
+                digests.failure = "\(mismatched.count) path(s) still differ from the server after \(round) rounds of repairs: "
+                    + mismatched.prefix(5).map { quoted($0.path) }.joined(separator: ", ")
+                logger.error(digests.failure!)
+            }
+        }
+        return false
+    }
+
+    /// Compares every root's digest; nil when the feed is behind the server (a check follows the next
+    /// page), else the paths that differed and were repaired (empty: all the same).
+    private func compareRoots() async throws -> [RemoteMismatch]? {
+        guard let replica, let client else { throw CancellationError() }
+        var all: [RemoteMismatch] = []
+        for (index, root) in configuration.roots.enumerated() where control.safetyStops[index] == nil {
+            let reply = try await client.digests(of: root.name, children: false)
+            let here = try await replica.remoteFolder(reply.folder.path)
+            switch try await compare(reply.folder, here) {
+            case .matched: continue
+            case .behind: return nil
+            case let .repaired(found): all += found
+            }
+        }
+        if !all.isEmpty { try await noteRepaired(all) }
+        return all
+    }
+
+    /// Compares one folder's digests: the same, behind (the server has changes the feed has not
+    /// brought), or different, when the descent finds and repairs what differs.
+    private func compare(_ server: FolderDigest, _ here: RemoteFolder) async throws -> DigestComparison {
+        if server.head > here.head { return .behind }
+        if server.head < here.head { throw ServerWentBack(folder: server.path, serverHead: server.head, readHead: here.head) }
+        if server.digest == here.digest.hex { return .matched }
+        logger.error("this agent's copy of the server's records under \(quoted(server.path)) differs from the server's "
+                     + "(digest \(server.digest.prefix(16))… there, \(here.digest.hex.prefix(16))… here, head \(server.head)); finding what differs")
+        return .repaired(try await descend(from: server.path))
+    }
+
+    /// Walks down from `folder` through the folders whose digests differ (a request each), and repairs
+    /// the records directly in each folder whose own records differ.
+    private func descend(from folder: String) async throws -> [RemoteMismatch] {
+        guard let replica, let client else { throw CancellationError() }
+        var queue = [folder]
+        var found: [RemoteMismatch] = []
+        while !queue.isEmpty, !stopping {
+            let reply = try await client.digests(of: queue.removeFirst(), children: true)
+            let path = reply.folder.path
+            var mine: [String: RemoteFolder] = [:]
+            for child in try await replica.remoteChildren(of: path) { mine[child.path] = child }
+            for child in reply.children ?? [] {
+                if child.digest != (mine.removeValue(forKey: child.path)?.digest ?? .empty).hex { queue.append(child.path) }
+            }
+            // Folders only this agent's copy has below: the server holds nothing there.
+            for child in mine.values where !child.digest.isEmpty { queue.append(child.path) }
+            if reply.folder.direct != (try await replica.remoteFolder(path)).direct.hex {
+                found += try await repairFolder(path)
+            }
+        }
+        return found
+    }
+
+    /// Lists the server's records in `folder` and sets the Remote tree's records directly in it to
+    /// them; what differed is applied or sent again under the full comparison's rules.
+    private func repairFolder(_ folder: String) async throws -> [RemoteMismatch] {
+        guard let replica, let client else { throw CancellationError() }
+        var records: [Record] = []
+        var after: String?
+        var listedAt: Int64 = .max
+        var floor: Int64 = 0
+        while true {
+            let page = try await client.list(prefix: folder, after: after, limit: VerifyState.page)
+            if after == nil {
+                listedAt = Self.tag(of: page.token) ?? .max
+                floor = page.floor ?? 0
+            }
+            records += page.records.filter { PathText.same(Self.folder(of: $0.path), folder) }
+            guard page.more, let last = page.records.last?.path else { break }
+            after = last
+        }
+        let repair = try await replica.repairRemote(folder: folder, server: records, floor: floor, listedAt: listedAt)
+        for mismatch in repair.mismatched {
+            logger.error("mismatch with the server at \(quoted(mismatch.path)): the server has \(Self.describe(mismatch.server)), "
+                         + "this agent's copy had \(Self.describe(mismatch.here)); repaired")
+        }
+        if !repair.findings.toApply.isEmpty { try await applyRemote(repair.findings.toApply, token: nil) }
+        if !repair.findings.requeued.isEmpty { pumpPush() }
+        return repair.mismatched
+    }
+
+    private func noteRepaired(_ mismatched: [RemoteMismatch]) async throws {
+        digests.counts.repaired += mismatched.count
+        digests.counts.lastRepairAt = Clock.now()
+        // Versions the repair set may be older than what was looked at already: look at all of them.
+        digests.heldThrough = 0
+        try await replica?.saveDigestCounts(digests.counts)
+    }
+
+    /// Applies again the versions read from the server that the rows here do not hold: each one a
+    /// defect (logged at ERROR and counted), which left alone would keep this folder silently
+    /// different. A version that still is not held after that is shown in status, not tried forever.
+    private func applyNotHeld() async throws {
+        guard let replica, let client else { throw CancellationError() }
+        let (entries, through) = try await replica.remoteNotHeld(after: digests.heldThrough, limit: DigestCheckState.heldBatch)
+        var records: [Record] = []
+        var lowest = through
+        for entry in entries {
+            if digests.retriedNotHeld[entry.path] == entry.changeTag {
+                if digests.stuck.insert(entry.path).inserted {
+                    logger.error("\(quoted(entry.path)): version \(entry.changeTag) read from the server is still not held here after applying it again")
+                }
+                lowest = min(lowest, entry.changeTag - 1)
+                continue
+            }
+            digests.retriedNotHeld[entry.path] = entry.changeTag
+            lowest = min(lowest, entry.changeTag - 1)
+            logger.error("\(quoted(entry.path)): version \(entry.changeTag) was read from the server but never applied here; applying it now")
+            if let full = try await client.record(at: entry.path), full.changeTag >= entry.changeTag { records.append(full) }
+        }
+        digests.heldThrough = lowest
+        for path in digests.stuck where !entries.contains(where: { PathText.same($0.path, path) }) { digests.stuck.remove(path) }
+        guard !records.isEmpty else { return }
+        digests.counts.lateApplied += records.count
+        try await replica.saveDigestCounts(digests.counts)
+        try await applyRemote(records, token: nil)
+    }
+
+    /// Fills the Remote tree of a database that predates it with one full listing of the server (the
+    /// full comparison observes every page), in the background; the checks run once it has.
+    private func seedRemoteTree() {
+        guard !digests.seeding else { return }
+        digests.seeding = true
+        Task {
+            let outcome = await verifyNow("this agent's copy of the server's records is new: reading them once")
+            digests.seeding = false
+            if outcome.result == "same" || outcome.result == "repaired" {
+                await checkWithServer()
+                await sayIfUpToDate()
+            }
+        }
+    }
+
+    /// Loads the counts kept in the state database (at start).
+    func loadDigestCounts() async {
+        if let counts = try? await replica?.digestCounts() { digests.counts = counts }
+    }
+
+    /// What status shows of the checks.
+    var digestSummary: DigestSummary {
+        DigestSummary(matched: digests.matched, lastMatch: digests.lastMatch, repaired: digests.counts.repaired,
+                      lastRepairAt: digests.counts.lastRepairAt, lateApplied: digests.counts.lateApplied,
+                      stuck: digests.stuck.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }, failure: digests.failure,
+                      unsupported: digests.unsupported)
+    }
+
+    private static func describe(_ entry: RemoteEntry?) -> String {
+        guard let entry else { return "nothing" }
+        if entry.type == Record.directoryType { return "a folder (version \(entry.changeTag))" }
+        return "version \(entry.changeTag) (\(entry.size) bytes, \(entry.contentID.prefix(12))…)"
+    }
+
+    /// The folder a record path is in.
+    static func folder(of path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "" }
+        return String(Substring(path.utf8[..<slash]))
+    }
+}
+
+/// The server's records under a folder end at an older change than this agent has read there: it was
+/// restored from an older copy (heads never go back on a server that kept its data).
+struct ServerWentBack: Error, CustomStringConvertible {
+    var folder: String
+    var serverHead: Int64
+    var readHead: Int64
+    var description: String {
+        "the server's records under \(quoted(folder)) end at change \(serverHead), older than change \(readHead) this agent read there: "
+            + "the server went back to an older copy of its data; reading everything from it again"
+    }
+}

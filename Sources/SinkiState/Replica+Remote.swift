@@ -1,0 +1,144 @@
+import SinkiRecord
+import SinkiSupport
+
+/// One path whose live content differed between the server and the Remote tree (nil: no live record).
+public struct RemoteMismatch: Sendable, Equatable {
+    public var path: String
+    public var server: RemoteEntry?
+    public var here: RemoteEntry?
+}
+
+/// What setting one folder of the Remote tree to the server's records found (`Replica.repairRemote`).
+public struct RemoteRepair: Sendable, Equatable {
+    /// Paths whose live content differed between the server and the Remote tree: each a defect.
+    public var mismatched: [RemoteMismatch] = []
+    /// What the full comparison's rules make of those paths here (versions to apply, to send again).
+    public var findings = VerifyFindings()
+}
+
+extension Replica {
+    /// The digests of one folder of the Remote tree (zero for a folder that never held a record).
+    public func remoteFolder(_ path: String) throws -> RemoteFolder {
+        try store.remoteFolder(path) ?? RemoteFolder(path: path)
+    }
+
+    /// The folders directly in `path` that ever held a record, with their digests.
+    public func remoteChildren(of path: String) throws -> [RemoteFolder] { try store.remoteChildren(of: path) }
+
+    /// Sets the rows of the Remote tree directly in `folder` to the server's `records` (every record
+    /// directly in it, tombstones included, as a listing gave them), and compares the paths whose
+    /// content differed with the rows here under the full comparison's rules (`compare`), which apply
+    /// a newer server version, send again what the server lost, and leave local changes to the push.
+    ///
+    /// Rows newer than the listing (above `listedAt`, the server's position before it was read) are
+    /// left alone: the feed or an acknowledgement brought them since, and the listing cannot speak
+    /// for them.
+    public func repairRemote(folder: String, server records: [Record], floor: Int64, listedAt: Int64) throws -> RemoteRepair {
+        var theirs: [PathKey: Record] = [:]
+        for record in records where PathText.same(Self.folder(of: record.path), folder) { theirs[PathKey(record.path)] = record }
+        var mine: [PathKey: RemoteEntry] = [:]
+        for entry in try store.remoteEntries(directlyIn: folder) { mine[PathKey(entry.path)] = entry }
+        var repair = RemoteRepair()
+        var toSet: [RemoteEntry] = []
+        var toForget: [String] = []
+        for key in Set(theirs.keys).union(mine.keys) {
+            let server = theirs[key].map(RemoteEntry.init), here = mine[key]
+            let path = server?.path ?? here!.path
+            if let here, here.changeTag > listedAt { continue }
+            if server?.liveContent != here?.liveContent {
+                repair.mismatched.append(RemoteMismatch(path: path, server: server?.deleted == false ? server : nil,
+                                                        here: here?.deleted == false ? here : nil))
+            }
+            if let server {
+                if server != here { toSet.append(server) }
+            } else {
+                toForget.append(path)
+            }
+        }
+        repair.mismatched.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
+        try store.transaction {
+            try store.observeRemote(toSet, exactly: true)
+            try store.forgetRemote(toForget)
+        }
+        repair.findings = try compare(paths: repair.mismatched.map(\.path), server: theirs, floor: floor)
+        return repair
+    }
+
+    /// Counts kept across restarts of what the checks against the server repaired.
+    public func digestCounts() throws -> DigestCounts {
+        DigestCounts(repaired: Int(try store.meta(MetaKey.digestRepaired) ?? "") ?? 0,
+                     lastRepairAt: Int64(try store.meta(MetaKey.digestRepairedAt) ?? ""),
+                     lateApplied: Int(try store.meta(MetaKey.digestLate) ?? "") ?? 0)
+    }
+
+    public func saveDigestCounts(_ counts: DigestCounts) throws {
+        try store.transaction {
+            try store.setMeta(MetaKey.digestRepaired, String(counts.repaired))
+            try store.setMeta(MetaKey.digestRepairedAt, counts.lastRepairAt.map(String.init))
+            try store.setMeta(MetaKey.digestLate, String(counts.lateApplied))
+        }
+    }
+
+    /// The folder a record path is in (its root name for a path directly in the root).
+    static func folder(of path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "" }
+        return String(Substring(path.utf8[..<slash]))
+    }
+
+    /// Versions of the Remote tree read after change tag `tag` that the rows here do not hold: the
+    /// server's word taken in but never carried out (a record whose outcome was lost), which would
+    /// leave this folder silently different while everything else agrees. Left out: paths with a local
+    /// change queued (the push settles them), remote changes kept as not applied (they say why), paths
+    /// waiting for `sinkid resolve`, ignored paths and roots not synced here. Returns at most `limit`,
+    /// and the highest tag looked at (the next look starts after it when fewer than `limit` came back).
+    public func remoteNotHeld(after tag: Int64, limit: Int) throws -> (entries: [RemoteEntry], through: Int64) {
+        var through = tag
+        var out: [RemoteEntry] = []
+        try store.transaction {
+            through = max(tag, try store.database.scalar("SELECT max(change_tag) FROM remote") ?? 0)
+            try store.database.query("""
+                SELECT r.path, r.change_tag, r.deleted, r.type, r.sha256, r.size, f.path IS NOT NULL, f.present, f.tag, f.synced_deleted, f.synced_sha256
+                FROM remote r LEFT JOIN files f ON f.path = r.path
+                WHERE r.change_tag > ? AND r.change_tag <= ?
+                  AND (f.path IS NULL AND r.deleted = 0 OR f.path IS NOT NULL AND f.tag <= r.change_tag AND NOT (r.deleted = 1 AND f.present = 0))
+                  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.path = r.path)
+                  AND NOT EXISTS (SELECT 1 FROM unapplied u WHERE u.path = r.path)
+                  AND NOT EXISTS (SELECT 1 FROM conflicts c WHERE c.path = r.path)
+                ORDER BY r.change_tag
+                """, tag, through) { row in
+                let entry = StateStore.readRemote(row)
+                if row.bool(6) && row.int64(8) == entry.changeTag {
+                    // The same version: held when it agrees on what it is.
+                    let deletedHere = row.bool(9)
+                    if deletedHere == entry.deleted && (entry.deleted || entry.type == Record.directoryType || row.optionalText(10) == entry.contentID) { return }
+                }
+                guard let path = try? RecordPath(validating: entry.path), let local = locate(path),
+                      !isIgnored(root: local.root.index, relative: local.relative, isDirectory: entry.type == Record.directoryType) else { return }
+                if out.count < limit { out.append(entry) }
+            }
+        }
+        return (out, out.count < limit ? through : (out.last?.changeTag ?? tag))
+    }
+}
+
+/// What the checks against the server have repaired on this state database, in all.
+public struct DigestCounts: Sendable, Equatable {
+    /// Paths whose copy of the server's record differed from the server's (a digest mismatch).
+    public var repaired = 0
+    /// When the last such path was repaired (nanoseconds since the epoch).
+    public var lastRepairAt: Int64?
+    /// Versions read from the server that were found never applied here, and applied then.
+    public var lateApplied = 0
+
+    public init(repaired: Int = 0, lastRepairAt: Int64? = nil, lateApplied: Int = 0) {
+        self.repaired = repaired
+        self.lastRepairAt = lastRepairAt
+        self.lateApplied = lateApplied
+    }
+}
+
+extension MetaKey {
+    static let digestRepaired = "digest.repaired"
+    static let digestRepairedAt = "digest.repaired.at"
+    static let digestLate = "digest.late"
+}

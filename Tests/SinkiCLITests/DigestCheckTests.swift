@@ -1,0 +1,54 @@
+import Foundation
+import SinkiRecord
+import SinkiTestSupport
+import Testing
+
+/// "Up to date" as a fact (issue 21): an agent says it only once its copy of the server's records has
+/// the server's digests, every version in it is held here, and nothing is moving; a copy that drifted
+/// is found, repaired and counted.
+@Suite struct DigestCheckTests {
+    func statusJSON(_ cluster: Cluster, _ agent: String) throws -> JSONValue {
+        let run = try sinkid(["status", "--json", "--state", cluster.directory.child(agent) + "/state"], in: cluster.directory)
+        let json = try run.json()
+        #expect(ControlTests.schema.problems(json) == [], "status --json breaks docs/status.schema.json")
+        return json
+    }
+
+    static func random(_ count: Int, seed: UInt64) -> Data {
+        var generator = SeededRandom(seed: seed)
+        return Data(generator.bytes(count))
+    }
+
+    /// The report that once read "up to date" beside a download at 30 %: a file moving is never up to date.
+    @Test func statusIsNeverUpToDateWhileAFileIsDownloading() async throws {
+        let cluster = Cluster("sinki-digest-download")
+        try cluster.startServer()
+        // b reads through a proxy that holds every 64 KiB for 40 ms: its download takes seconds.
+        let slow = try FaultProxy(label: "slow", targetPort: cluster.serverPort, seed: 1,
+                                  script: Array(repeating: .delay(milliseconds: 40), count: 400))
+        defer { slow.stop() }
+        try cluster.startAgent("a")
+        try cluster.startAgent("b", server: slow.url)
+        try await waitUntil("b to call itself up to date", timeout: 15) {
+            try statusJSON(cluster, "b")["agent"]?["state"] == .string("up-to-date")
+        }
+        try writeFile(cluster.root("a") + "/big.bin", Self.random(24 << 20, seed: 7))
+        var seenMoving = false
+        try await waitUntil("b to be downloading big.bin", timeout: 30) {
+            let status = try statusJSON(cluster, "b")
+            guard case let .array(transfers)? = status["transfers"],
+                  let moving = transfers.first(where: { $0["direction"] == .string("download") && $0["failed"] == .null }),
+                  case let .int(done)? = moving["done"], case let .int(total)? = moving["total"], done < total else { return false }
+            seenMoving = true
+            #expect(status["agent"]?["state"] != .string("up-to-date"), "up to date beside a download at \(done) of \(total) bytes")
+            #expect(status["remote"]?["upToDate"] == .bool(false))
+            #expect(status["roots"]?[0]?["state"] != .string("up-to-date"))
+            return true
+        }
+        #expect(seenMoving)
+        try await cluster.waitForConvergence("a", "b", timeout: 60) { $0.entries.count == 1 }
+        try await waitUntil("b to call itself up to date again", timeout: 15) {
+            try statusJSON(cluster, "b")["agent"]?["state"] == .string("up-to-date")
+        }
+    }
+}
