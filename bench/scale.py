@@ -9,7 +9,8 @@ same run (its scan time and RSS) as the peer.
 
 Goals (this machine): the last tenth's rate no lower than the first's by more than 20 %; A's peak RSS
 <= 300 MiB and idle <= 200 MiB at 1,000,000 files, idle <= 64 MiB at 100,000; 0 CPU seconds idle;
-restart <= 2 x find; 1,000,000 files A to B <= 150 s.
+restart <= 2 x find; 1,000,000 files A to B <= 150 s; one check of an agent's copy of the server's records
+against the server (`GET /v1/digests` of the root) <= 2 ms of server CPU at 1,000,000 files.
 
 Usage: bench/run scale [--sizes 100000,1000000] [--idle 60] [--no-syncthing] [--json FILE]
 """
@@ -35,6 +36,30 @@ def status(state):
 
 def memory_mib(pid, field):
     return idle_bench.memory_kib(pid, field) / 1024
+
+
+def digest_cost(url, server_pid, token_path, requests=200):
+    """What one check of an agent against the server costs it (issue 21): `GET /v1/digests` of the
+    root, `requests` times over one connection, with the server's CPU seconds over them (the server
+    does nothing else then: both agents are idle)."""
+    import http.client
+    from urllib.parse import urlparse
+    token = open(token_path).read().strip()
+    target = urlparse(url)
+    connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    c0, t0 = h.cpu_seconds(server_pid), time.monotonic()
+    for _ in range(requests):
+        connection.request("GET", "/v1/digests?path=SaveGames", headers=headers)
+        answer = connection.getresponse()
+        answer.read()
+        if answer.status != 200:
+            raise RuntimeError(f"GET /v1/digests answered {answer.status}")
+        time.sleep(0.01)  # paced below the server's rate limit (200 requests/s a token)
+    wall, cpu = time.monotonic() - t0 - 0.01 * requests, h.cpu_seconds(server_pid) - c0
+    connection.close()
+    return {"digest check: server CPU ms": round(cpu * 1000 / requests, 3),
+            "digest check: wall ms": round(wall * 1000 / requests, 3)}
 
 
 def run_size(count, scratch, idle_seconds):
@@ -92,6 +117,7 @@ def run_size(count, scratch, idle_seconds):
         out["said up-to-date while queued"] = sum(1 for _, p, st in samples if p > 0 and st == "up-to-date")
         idle_bench.wait_idle(state_a)
         time.sleep(2)
+        out.update(digest_cost(url, server.p.pid, h.token_file(scratch, data, f"inspector{count}")))
         pids = {"A": agents["A"].p.pid, "B": agents["B"].p.pid, "server": server.p.pid}
         c0 = {name: h.cpu_seconds(pid) for name, pid in pids.items()}
         time.sleep(idle_seconds)
@@ -161,6 +187,7 @@ def print_result(r):
         "A idle CPU s": "0",
         "initial sync s": "<= 150" if million else "",
         "said up-to-date while queued": "0",
+        "digest check: server CPU ms": "<= 2" if million else "",
     }
     print(f"\nScale: {n:,} files of 64 B in {n // 1000:,} folders, agent A to agent B through one server")
     for key, value in r.items():

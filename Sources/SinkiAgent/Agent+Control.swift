@@ -117,6 +117,9 @@ extension Agent: ControlHandler {
         overall.differing = verifySummary.differing.count
         overall.verifying = verify.running && verify.repairedThisRun > 0
         let digestSummary = self.digestSummary
+        // Settled since the feed's last page without anything else to prompt it: the look at the versions
+        // read runs now, so the next status can say up to date.
+        if digests.matched && !digests.heldVerified { Task { await self.sayIfUpToDate() } }
         overall.transfersRunning = transfers.moving.count
         overall.checking = !digestSummary.matched
         overall.stuck = digestSummary.stuck

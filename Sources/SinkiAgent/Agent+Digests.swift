@@ -21,6 +21,11 @@ struct DigestCheckState {
     var retriedNotHeld: [String: Int64] = [:]
     /// Paths whose version read from the server could not be made to hold here.
     var stuck: Set<String> = []
+    /// Every version read up to the feed position was found held here, with nothing waiting either
+    /// way; cleared whenever the feed brings something new.
+    var heldVerified = false
+    /// That look runs now.
+    var lookingHeld = false
     /// The server answered that it has no digests (an older server): nothing waits for them.
     var unsupported = false
     /// Why the last check could not finish (nil: it did, or none ran yet).
@@ -62,9 +67,8 @@ extension Agent {
         }
         do {
             guard let same = try await compareRounds() else { return }
-            try await applyNotHeld()
-            digests.matched = same && digests.stuck.isEmpty
-            if digests.matched {
+            digests.matched = same
+            if same {
                 digests.failure = nil
                 digests.lastMatch = Clock.now()
             }
@@ -192,10 +196,31 @@ extension Agent {
         try await replica?.saveDigestCounts(digests.counts)
     }
 
+    /// Once nothing waits either way (nothing to send or in flight, nothing kept as not applied, nothing
+    /// moving: a push's entries stay queued until its answer is recorded) and the digests matched,
+    /// every version read up to the feed position must be held here: only then is
+    /// a row that does not hold one a change whose outcome was lost, not work under way (a rename's old
+    /// path waiting for its tombstone, a version a listing read before the feed brought it).
+    func checkHeldWhenSettled() async {
+        guard digests.matched, !digests.heldVerified, !digests.lookingHeld, caughtUp, !stopping, !control.paused,
+              transfers.moving.isEmpty, let replica else { return }
+        digests.lookingHeld = true
+        defer { digests.lookingHeld = false }
+        guard await replica.isSettled else { return }
+        do {
+            let applied = try await applyNotHeld()
+            // Applied again: the look runs once more when that has settled (a held version is not looked at twice).
+            if applied == 0 && digests.stuck.isEmpty { digests.heldVerified = true }
+        } catch {
+            logger.warning("cannot look at the versions read from the server: \(error)")
+        }
+    }
+
     /// Applies again the versions read from the server that the rows here do not hold: each one a
     /// defect (logged at ERROR and counted), which left alone would keep this folder silently
     /// different. A version that still is not held after that is shown in status, not tried forever.
-    private func applyNotHeld() async throws {
+    /// Returns how many were applied again.
+    private func applyNotHeld() async throws -> Int {
         guard let replica, let client else { throw CancellationError() }
         let (entries, through) = try await replica.remoteNotHeld(after: digests.heldThrough, limit: DigestCheckState.heldBatch)
         var records: [Record] = []
@@ -215,10 +240,11 @@ extension Agent {
         }
         digests.heldThrough = lowest
         for path in digests.stuck where !entries.contains(where: { PathText.same($0.path, path) }) { digests.stuck.remove(path) }
-        guard !records.isEmpty else { return }
+        guard !records.isEmpty else { return 0 }
         digests.counts.lateApplied += records.count
         try await replica.saveDigestCounts(digests.counts)
         try await applyRemote(records, token: nil)
+        return records.count
     }
 
     /// Fills the Remote tree of a database that predates it with one full listing of the server (the
@@ -243,7 +269,7 @@ extension Agent {
 
     /// What status shows of the checks.
     var digestSummary: DigestSummary {
-        DigestSummary(matched: digests.matched, lastMatch: digests.lastMatch, repaired: digests.counts.repaired,
+        DigestSummary(matched: digests.matched && digests.heldVerified, lastMatch: digests.lastMatch, repaired: digests.counts.repaired,
                       lastRepairAt: digests.counts.lastRepairAt, lateApplied: digests.counts.lateApplied,
                       stuck: digests.stuck.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }, failure: digests.failure,
                       unsupported: digests.unsupported)

@@ -42,7 +42,10 @@ extension Agent {
                     page = try await client.changes(since: token, wait: wait, limit: 1000)
                 }
                 connected()
-                if !page.records.isEmpty { digests.matched = false }
+                if !page.records.isEmpty {
+                    digests.matched = false
+                    digests.heldVerified = false
+                }
                 if page.more {
                     let token = page.token
                     upcoming = Task { try await self.page(after: token) }
@@ -68,11 +71,11 @@ extension Agent {
                 }
                 // Read to its end: this agent's copy of the server's records is checked against the server's
                 // digests before anything says "up to date" (an empty long-poll after a match needs no new look).
+                pumpPush()
                 if !page.more && caughtUp && !(page.records.isEmpty && digests.matched && !digests.recheck) {
                     digests.recheck = false
                     await checkWithServer()
                 }
-                pumpPush()
                 if caughtUp { await sayIfUpToDate() }
             } catch let error as SyncError {
                 if stopping { return }
@@ -104,7 +107,8 @@ extension Agent {
     /// the feed read to its end, nothing local to send, nothing remote waiting to be applied. Not
     /// per change after that: a busy folder would log a line each time.
     func sayIfUpToDate() async {
-        guard caughtUp, !stopping, !saidUpToDate, digests.matched, transfers.moving.isEmpty, let replica else { return }
+        await checkHeldWhenSettled()
+        guard caughtUp, !stopping, !saidUpToDate, digests.matched, digests.heldVerified, transfers.moving.isEmpty, let replica else { return }
         if await replica.isSettled {
             // Another call may have said it while this one waited for the replica.
             guard !saidUpToDate else { return }

@@ -81,6 +81,8 @@ extension Agent {
                 logger.warning("cannot retry remote changes not applied: \(error)")
                 return
             }
+            // The last change kept aside may have gone in: nothing else looks again then.
+            await sayIfUpToDate()
         }
     }
 

@@ -10,19 +10,23 @@ public struct RemoteEntry: Sendable, Equatable {
     /// The record's content id (`sha256`): empty for a folder and a tombstone.
     public var contentID: String
     public var size: Int64
+    /// The path this version was renamed from, as its writer said (a folder's rename moves what is in it).
+    public var movedFrom: String?
 
-    public init(path: String, changeTag: Int64, deleted: Bool, type: String, contentID: String, size: Int64) {
+    public init(path: String, changeTag: Int64, deleted: Bool, type: String, contentID: String, size: Int64, movedFrom: String? = nil) {
         self.path = path
         self.changeTag = changeTag
         self.deleted = deleted
         self.type = type
         self.contentID = contentID
         self.size = size
+        self.movedFrom = movedFrom
     }
 
     public init(_ record: Record) {
         self.init(path: record.path, changeTag: record.changeTag, deleted: record.deleted, type: record.type,
-                  contentID: record.deleted ? "" : record.sha256, size: record.deleted ? 0 : record.size)
+                  contentID: record.deleted ? "" : record.sha256, size: record.deleted ? 0 : record.size,
+                  movedFrom: record.deleted ? nil : record.movedFrom)
     }
 
     /// The content id a live record counts with in the folder digests; nil for a tombstone.
@@ -44,8 +48,10 @@ extension StateStore {
             deleted INTEGER NOT NULL,
             type TEXT NOT NULL,
             sha256 TEXT NOT NULL,
-            size INTEGER NOT NULL
+            size INTEGER NOT NULL,
+            moved_from TEXT
         ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS remote_moved_from ON remote(moved_from) WHERE moved_from IS NOT NULL;
         CREATE TABLE IF NOT EXISTS remote_folders(
             path TEXT PRIMARY KEY,
             parent TEXT,
@@ -77,10 +83,10 @@ extension StateStore {
                 let old = try remoteEntry(entry.path)
                 if let old, exactly ? old == entry : old.changeTag >= entry.changeTag { continue }
                 try database.run("""
-                    INSERT INTO remote(path, change_tag, deleted, type, sha256, size) VALUES(?, ?, ?, ?, ?, ?)
+                    INSERT INTO remote(path, change_tag, deleted, type, sha256, size, moved_from) VALUES(?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT(path) DO UPDATE SET change_tag = excluded.change_tag, deleted = excluded.deleted,
-                        type = excluded.type, sha256 = excluded.sha256, size = excluded.size
-                    """, entry.path, entry.changeTag, entry.deleted, entry.type, entry.contentID, entry.size)
+                        type = excluded.type, sha256 = excluded.sha256, size = excluded.size, moved_from = excluded.moved_from
+                    """, entry.path, entry.changeTag, entry.deleted, entry.type, entry.contentID, entry.size, entry.movedFrom)
                 deltas.change(path: entry.path, from: old?.liveContent, to: entry.liveContent, tag: entry.changeTag)
                 changed += 1
             }
@@ -128,7 +134,7 @@ extension StateStore {
 
     public func remoteEntry(_ path: String) throws -> RemoteEntry? {
         var found: RemoteEntry?
-        try database.query("SELECT path, change_tag, deleted, type, sha256, size FROM remote WHERE path = ?", path) {
+        try database.query("SELECT path, change_tag, deleted, type, sha256, size, moved_from FROM remote WHERE path = ?", path) {
             found = Self.readRemote($0)
         }
         return found
@@ -136,7 +142,7 @@ extension StateStore {
 
     static func readRemote(_ row: Statement) -> RemoteEntry {
         RemoteEntry(path: row.text(0), changeTag: row.int64(1), deleted: row.bool(2), type: row.text(3), contentID: row.text(4),
-                    size: row.int64(5))
+                    size: row.int64(5), movedFrom: row.optionalText(6))
     }
 
     /// The digests of one folder of the Remote tree (zero, head 0, for a folder that never held a record).
@@ -160,11 +166,22 @@ extension StateStore {
                      head: row.int64(3))
     }
 
+    /// Whether a version newer than `tag` renamed `path` or a folder above it away (its writer's
+    /// tombstones for the old paths follow it: until they come, a row moved away here is no loss).
+    func remoteMovedAway(_ path: String, after tag: Int64) throws -> Bool {
+        for source in FolderDeltas.folders(of: path).dropFirst() + [path] {
+            if try database.scalar("SELECT 1 FROM remote WHERE moved_from = ? AND change_tag > ? AND deleted = 0 LIMIT 1", source, tag) != nil {
+                return true
+            }
+        }
+        return false
+    }
+
     /// The rows directly in folder `path` (tombstones included), in bytewise order.
     public func remoteEntries(directlyIn path: String) throws -> [RemoteEntry] {
         var out: [RemoteEntry] = []
         let depth = path.utf8.reduce(1) { $1 == UInt8(ascii: "/") ? $0 + 1 : $0 }
-        try database.query("SELECT path, change_tag, deleted, type, sha256, size FROM remote WHERE path >= ? AND path < ? ORDER BY path",
+        try database.query("SELECT path, change_tag, deleted, type, sha256, size, moved_from FROM remote WHERE path >= ? AND path < ? ORDER BY path",
                            path + "/", path + "0") { row in
             let entry = Self.readRemote(row)
             if entry.path.utf8.reduce(0, { $1 == UInt8(ascii: "/") ? $0 + 1 : $0 }) == depth { out.append(entry) }

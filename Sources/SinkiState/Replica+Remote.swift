@@ -94,10 +94,15 @@ extension Replica {
     public func remoteNotHeld(after tag: Int64, limit: Int) throws -> (entries: [RemoteEntry], through: Int64) {
         var through = tag
         var out: [RemoteEntry] = []
+        var candidates: [RemoteEntry] = []
         try store.transaction {
-            through = max(tag, try store.database.scalar("SELECT max(change_tag) FROM remote") ?? 0)
+            // Up to the feed position applied: a version a listing or a conflict brought before the feed
+            // did is still on its way through it.
+            let applied = try store.meta(MetaKey.feedToken).flatMap { $0.split(separator: ".").last.flatMap { Int64($0) } } ?? 0
+            through = max(tag, min(applied, try store.database.scalar("SELECT max(change_tag) FROM remote") ?? 0))
             try store.database.query("""
-                SELECT r.path, r.change_tag, r.deleted, r.type, r.sha256, r.size, f.path IS NOT NULL, f.present, f.tag, f.synced_deleted, f.synced_sha256
+                SELECT r.path, r.change_tag, r.deleted, r.type, r.sha256, r.size, r.moved_from,
+                       f.path IS NOT NULL, f.present, f.tag, f.synced_deleted, f.synced_sha256
                 FROM remote r LEFT JOIN files f ON f.path = r.path
                 WHERE r.change_tag > ? AND r.change_tag <= ?
                   AND (f.path IS NULL AND r.deleted = 0 OR f.path IS NOT NULL AND f.tag <= r.change_tag AND NOT (r.deleted = 1 AND f.present = 0))
@@ -107,17 +112,20 @@ extension Replica {
                 ORDER BY r.change_tag
                 """, tag, through) { row in
                 let entry = StateStore.readRemote(row)
-                if row.bool(6) && row.int64(8) == entry.changeTag {
+                if row.bool(7) && row.int64(9) == entry.changeTag {
                     // The same version: held when it agrees on what it is.
-                    let deletedHere = row.bool(9)
-                    if deletedHere == entry.deleted && (entry.deleted || entry.type == Record.directoryType || row.optionalText(10) == entry.contentID) { return }
+                    let deletedHere = row.bool(10)
+                    if deletedHere == entry.deleted && (entry.deleted || entry.type == Record.directoryType || row.optionalText(11) == entry.contentID) { return }
                 }
                 guard let path = try? RecordPath(validating: entry.path), let local = locate(path),
                       !isIgnored(root: local.root.index, relative: local.relative, isDirectory: entry.type == Record.directoryType) else { return }
-                if out.count < limit { out.append(entry) }
+                if candidates.count < limit { candidates.append(entry) }
             }
+            // Renamed away (it or its folder) by a version read since: the old path's tombstone comes
+            // from the side that renamed it, after its new path; the rows here moved with the rename.
+            out = try candidates.filter { try !store.remoteMovedAway($0.path, after: $0.changeTag) }
         }
-        return (out, out.count < limit ? through : (out.last?.changeTag ?? tag))
+        return (out, candidates.count < limit ? through : (candidates.last?.changeTag ?? tag))
     }
 }
 
