@@ -51,4 +51,40 @@ import Testing
             try statusJSON(cluster, "b")["agent"]?["state"] == .string("up-to-date")
         }
     }
+
+    /// A server restored from an older copy of its data: the agents have read changes it no longer
+    /// holds, and its feed will give out tags they are past. Their digests find it (heads gone back),
+    /// they start the feed over with a full comparison, and what the server lost is sent to it again.
+    @Test func aServerRestoredFromAnOlderCopyGetsWhatItLostBack() async throws {
+        let cluster = Cluster("sinki-digest-restored")
+        try cluster.startServer()
+        try cluster.startAgent("a")
+        try cluster.startAgent("b")
+        try writeFile(cluster.root("a") + "/old.txt", "before the backup")
+        try await cluster.waitForConvergence("a", "b", timeout: 10) { $0.entries.count == 1 }
+        cluster.stopServer()
+        let data = cluster.directory.child("server-data"), backup = cluster.directory.child("server-backup")
+        try FileManager.default.copyItem(atPath: data, toPath: backup)
+        try cluster.restartServer()
+        try writeFile(cluster.root("a") + "/new.txt", "after the backup")
+        try await cluster.waitForConvergence("a", "b", timeout: 10) { $0.entries.count == 2 }
+        // The server goes back to the copy: new.txt is gone from it, and so are the changes after it.
+        cluster.stopServer()
+        try FileManager.default.removeItem(atPath: data)
+        try FileManager.default.moveItem(atPath: backup, toPath: data)
+        try cluster.restartServer()
+        try await waitUntil("the server to hold new.txt again", timeout: 30) {
+            try cluster.serverRecords().contains { $0.path == "SaveGames/new.txt" && !$0.deleted }
+        }
+        for agent in ["a", "b"] {
+            try await waitUntil("\(agent) to call itself up to date", timeout: 30) {
+                try statusJSON(cluster, agent)["agent"]?["state"] == .string("up-to-date")
+            }
+        }
+        // A change made now crosses through the feed the agents follow from the restored server's position.
+        try writeFile(cluster.root("b") + "/later.txt", "after the restore")
+        try await cluster.waitForConvergence("a", "b", timeout: 10) { $0.entries.count == 3 }
+        #expect(!TreeSnapshot(cluster.root("a")).entries.keys.contains { $0.contains(".sync-conflict-") })
+        #expect(cluster.agent("a")?.errors.contains("the server went back to an older copy of its data") == true)
+    }
 }
