@@ -63,7 +63,8 @@ func allRecords(_ store: any RecordStore, user: String) throws -> [Record] {
 
 /// Seeded random modify batches for one store: saves, edits, deletes, re-creations, folders, moves (the
 /// source deleted in the same batch, or kept), stale edits and moves whose source is gone, for several
-/// users, in nested folders whose names sort differently by bytes than by characters.
+/// users, in nested folders with siblings that share a name's start (`b`, `b-x`, `b.y`: a prefix match
+/// on text would mix them up), a space and a letter beyond ASCII.
 struct DigestWorkload {
     static let users = ["alice", "bob", "carol"]
     private static let roots = ["A", "B"]
