@@ -171,6 +171,7 @@ public final class SyncServer: Sendable {
             router.add("POST", Routes.modify, ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads, chunks: chunks))
             router.add("GET", Routes.changes, ChangesRoute(store: store, limits: limits))
             router.add("GET", Routes.records, LookupRoute(store: store, limits: limits))
+            router.add("GET", Routes.digests, DigestRoute(store: store))
             let revocations = Revocations(hub: hub)
             router.add("POST", Routes.tokens, MintTokenRoute(accounts: store, limits: limits))
             router.addPrefix("DELETE", Routes.tokens + "/", RevokeTokenRoute(accounts: store, revoked: { revocations.revoke($0) }))

@@ -1,5 +1,6 @@
 import SinkiRecord
 @testable import SinkiServer
+import SinkiSupport
 import SinkiTestSupport
 import Testing
 
@@ -37,7 +38,7 @@ import Testing
         let store = try PostgresStore(url: database.url, connections: 1)
         defer { store.close() }
         #expect(store.storeID == "old")
-        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 3)
+        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 4)
         #expect(try admin.scalar("SELECT count(*) FROM meta WHERE key = 'last_tag'") == 0)
         let outcomes = try store.modify(user: "u", items: checked([fileRecord("A/new", Array("new".utf8)), fileRecord("A/old", Array("edited".utf8), baseTag: 41)]))
         let tags = outcomes.compactMap { outcome -> Int64? in if case let .saved(record) = outcome { record.changeTag } else { nil } }
@@ -45,7 +46,7 @@ import Testing
         #expect(try store.changes(user: "u", after: 0, limit: PageLimit(records: 10, dataBytes: 1 << 20)).records.map(\.path) == ["A/new", "A/old"])
     }
 
-    @Test func aSchemaTwoDatabaseGainsManifestsAndKeepsItsRecords() throws {
+    @Test func aSchemaTwoDatabaseGainsManifestsAndDigestsAndKeepsItsRecords() throws {
         let database = try PostgresCluster.shared().createDatabase()
         // Schema 2 as a server of that version left it, with a record naming an upload.
         let admin = try PGConnection(url: database.url)
@@ -60,14 +61,38 @@ import Testing
             """)
         let store = try PostgresStore(url: database.url, connections: 1)
         defer { store.close() }
-        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 3)
+        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 4)
         #expect(try admin.scalar("SELECT count(*) FROM pg_indexes WHERE indexname = 'records_asset'") == 1)
         let old = try store.changes(user: "u", after: 0, limit: PageLimit(records: 10, dataBytes: 1 << 20)).records
         #expect(old.map(\.asset) == [Asset(id: "0123456789abcdef0123456789abcdef", size: 5, sha256: "ab")])
+        // Schema 4's digests, computed from the record that was there.
+        let entry = TreeDigest.entry(path: "A/upload", contentID: "ab").hex
+        #expect(try store.digests(user: "u", folder: "A", children: false) == DigestReply(folder: FolderDigest(path: "A", digest: entry, direct: entry, head: 7)))
         let file = ChunkedFile.random([300_000])
         _ = try store.modify(user: "u", items: checked([file.record("A/big")]))
         #expect(try store.changes(user: "u", after: 7, limit: PageLimit(records: 10, dataBytes: 1 << 20)).records.first?.asset == file.asset)
         #expect(try store.assetIDs() == ["0123456789abcdef0123456789abcdef"])
+    }
+
+    @Test func theDigestRebuildReadsPastItsFirstPage() throws {
+        let database = try PostgresCluster.shared().createDatabase()
+        try PostgresStore(url: database.url, connections: 1).close()
+        // Schema 3 with more records than a page of the rebuild, two users' interleaved, tombstones among them.
+        let admin = try PGConnection(url: database.url)
+        defer { admin.close() }
+        try admin.execute("""
+            DROP TABLE folder_digests; UPDATE schema_version SET version = 3;
+            INSERT INTO records (change_tag, owner, path, type, deleted, base_tag, size, sha256, mode, modified_at, device, saved_at)
+            SELECT n, CASE WHEN n % 3 = 0 THEN 'v' ELSE 'u' END, 'R/' || (n % 7) || '/' || n, 'keep-both', n % 11 = 0, 0, 1,
+                   CASE WHEN n % 11 = 0 THEN '' ELSE md5(n::text) END, 420, 1, 'd', 1
+            FROM generate_series(1, 25000) AS n;
+            SELECT setval('change_tags', 25001, false);
+            """)
+        #expect(PostgresStore.rebuildPage < 25_000)
+        let store = try PostgresStore(url: database.url, connections: 1)
+        defer { store.close() }
+        for user in ["u", "v"] { try expectStoredDigestsMatchRecords(store, user: user, "rebuilt:") }
+        #expect(try store.digests(user: "u", folder: "R", children: false).folder.head == 25_000)
     }
 
     @Test func preparedStatementsSurviveAReconnectAndManyDistinctOnesStillRun() throws {

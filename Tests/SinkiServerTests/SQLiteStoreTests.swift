@@ -7,7 +7,7 @@ import Testing
 
 /// What only the SQLite store has: its schema version, and moving an older database to it.
 @Suite struct SQLiteStoreTests {
-    @Test func aSchemaTwoDatabaseGainsManifestsAndKeepsItsRecords() throws {
+    @Test func aSchemaTwoDatabaseGainsManifestsAndDigestsAndKeepsItsRecords() throws {
         let directory = TemporaryDirectory("sinki-sqlite-migration")
         let path = directory.child("records.db")
         // Schema 2 as a server of that version left it, with a record naming an upload.
@@ -33,13 +33,16 @@ import Testing
         #expect(store.storeID == "two")
         let limit = PageLimit(records: 10, dataBytes: 1 << 20)
         #expect(try store.changes(user: "u", after: 0, limit: limit).records.map(\.asset) == [Asset(id: "0123456789abcdef0123456789abcdef", size: 5, sha256: "ab")])
+        // Schema 4's digests, computed from the record that was there.
+        let entry = TreeDigest.entry(path: "A/upload", contentID: "ab").hex
+        #expect(try store.digests(user: "u", folder: "A", children: false) == DigestReply(folder: FolderDigest(path: "A", digest: entry, direct: entry, head: 7)))
         let file = ChunkedFile.random([300_000])
         let saved = try store.modify(user: "u", items: checked([file.record("A/big")]))
         #expect(saved.count == 1)
         #expect(try store.changes(user: "u", after: 7, limit: limit).records.first?.asset == file.asset)
         store.close()
         let check = try SQLiteDatabase(path: path, readOnly: true)
-        #expect(check.userVersion == SQLiteRecordStore.schemaVersion && SQLiteRecordStore.schemaVersion == 3)
+        #expect(check.userVersion == SQLiteRecordStore.schemaVersion && SQLiteRecordStore.schemaVersion == 4)
         #expect(try check.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'records_asset'") == 1)
     }
 

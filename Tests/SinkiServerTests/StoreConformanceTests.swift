@@ -9,23 +9,37 @@ import Testing
 
 /// A store under test: how to make a fresh one, and how to open the same one again.
 struct StoreKind: Sendable, CustomTestStringConvertible {
+    /// What `make` gives: the store, a way to open it again after closing it, what keeps its files or
+    /// database alive, and a way to take its closed database back to schema 3, from before folder
+    /// digests (the table gone, the version lowered), as a server of that version left it.
+    typealias Made = (store: any ServerStore, reopen: @Sendable () throws -> any ServerStore, keepAlive: AnyObject,
+                      forgetDigests: @Sendable () throws -> Void)
+
     let name: String
-    /// A fresh, empty store, and a way to open the same store again after closing it.
-    let make: @Sendable () throws -> (store: any ServerStore, reopen: @Sendable () throws -> any ServerStore, keepAlive: AnyObject)
+    /// A fresh, empty store.
+    let make: @Sendable () throws -> Made
 
     var testDescription: String { name }
 
     static let sqlite = StoreKind(name: "SQLite") {
         let directory = TemporaryDirectory("sinki-store")
         let path = directory.child("records.db")
-        return (try SQLiteRecordStore(path: path, readers: 2), { try SQLiteRecordStore(path: path, readers: 2) }, directory)
+        return (try SQLiteRecordStore(path: path, readers: 2), { try SQLiteRecordStore(path: path, readers: 2) }, directory, {
+            let db = try SQLiteDatabase(path: path)
+            try db.execute("DROP TABLE folder_digests")
+            try db.setUserVersion(3)
+        })
     }
 
     /// A fresh database on the tests' own PostgreSQL cluster (started by the first test that needs it).
     static let postgres = StoreKind(name: "PostgreSQL") {
         let database = try PostgresCluster.shared().createDatabase()
         let url = database.url
-        return (try PostgresStore(url: url, connections: 3), { try PostgresStore(url: url, connections: 3) }, database)
+        return (try PostgresStore(url: url, connections: 3), { try PostgresStore(url: url, connections: 3) }, database, {
+            let db = try PGConnection(url: url)
+            defer { db.close() }
+            try db.execute("DROP TABLE folder_digests; UPDATE schema_version SET version = 3")
+        })
     }
 
     /// Every store implementation: each runs the same suite.
@@ -468,6 +482,98 @@ private func savedTag(_ outcome: StoreOutcome) -> Int64? {
             #expect(try store.manifest(user: "v", assetID: a.hash, within: nil) == nil)
             #expect(try store.manifest(user: "u", assetID: b.hash, within: nil) == nil)
             #expect(try store.namesAsset(user: "u", assetID: a.hash, within: "S"))
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func aFolderDigestCountsTheLiveRecordsBelowItAndItsHeadEverySave(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let nothing = DigestReply(folder: .empty("A"), children: [])
+            #expect(try store.digests(user: "u", folder: "A", children: true) == nothing)
+            let saved = try store.modify(user: "u", items: checked([fileRecord("A/b.txt", "abc"), fileRecord("A/sub/c", "c"),
+                                                                    fileRecord("B/d", "d")])).compactMap(savedTag)
+            let b = TreeDigest.entry(path: "A/b.txt", contentID: Digest.sha256Hex(Array("abc".utf8)))
+            let c = TreeDigest.entry(path: "A/sub/c", contentID: Digest.sha256Hex(Array("c".utf8)))
+            #expect(try store.digests(user: "u", folder: "A", children: true) == DigestReply(
+                folder: FolderDigest(path: "A", digest: (b ^ c).hex, direct: b.hex, head: saved[1]),
+                children: [FolderDigest(path: "A/sub", digest: c.hex, direct: c.hex, head: saved[1])]))
+            #expect(try store.digests(user: "u", folder: "A/sub", children: false)
+                    == DigestReply(folder: FolderDigest(path: "A/sub", digest: c.hex, direct: c.hex, head: saved[1])))
+            // A delete takes its entry out and raises the head; the emptied folder keeps its row.
+            let deleted = try #require(savedTag(try store.modify(user: "u", items: checked([tombstone("A/sub/c", baseTag: saved[1])]))[0]))
+            let afterDelete = DigestReply(folder: FolderDigest(path: "A", digest: b.hex, direct: b.hex, head: deleted),
+                                          children: [FolderDigest(path: "A/sub", digest: TreeDigest.empty.hex, direct: TreeDigest.empty.hex, head: deleted)])
+            #expect(try store.digests(user: "u", folder: "A", children: true) == afterDelete)
+            // A conflict changes nothing; nor does purging the tombstone: the head is never lowered.
+            _ = try store.modify(user: "u", items: checked([fileRecord("A/b.txt", "stale", baseTag: saved[0] + 100)]))
+            #expect(try store.sweepTombstones(savedBefore: Clock.now() + 1_000_000_000, limit: 10).removed == 1)
+            #expect(try store.digests(user: "u", folder: "A", children: true) == afterDelete)
+            // Another user's records count for nothing here, and a folder that never held one is empty.
+            _ = try store.modify(user: "v", items: checked([fileRecord("A/sub/c", "c"), fileRecord("A/b.txt", "abc")]))
+            #expect(try store.digests(user: "u", folder: "A", children: true) == afterDelete)
+            #expect(try store.digests(user: "u", folder: "A/b.txt", children: true) == DigestReply(folder: .empty("A/b.txt"), children: []))
+            #expect(try store.digests(user: "w", folder: "A", children: true) == nothing)
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func folderDigestsAfterRandomBatchesEqualThoseComputedFromTheRecords(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            let seed: UInt64 = 0x5EED_0021_D16E_0001
+            var workload = DigestWorkload(seed: seed)
+            var seen: [String: Int] = [:]
+            for round in 0..<40 {
+                let (user, items) = try workload.batch(from: store)
+                let outcomes = try store.modify(user: user, items: checked(items))
+                for (item, outcome) in zip(items, outcomes) {
+                    switch outcome {
+                    case .saved: seen[item.movedFrom != nil ? "move" : item.deleted ? "delete" : item.type == "dir" ? "folder" : "save", default: 0] += 1
+                    case .conflict: seen["conflict", default: 0] += 1
+                    case .refused: seen["refused", default: 0] += 1
+                    }
+                }
+                for user in DigestWorkload.users {
+                    try expectStoredDigestsMatchRecords(store, user: user, "seed \(seed), batch \(round):")
+                }
+            }
+            // The seed exercises every kind of change.
+            #expect(["save", "delete", "folder", "move", "conflict", "refused"].allSatisfy { seen[$0, default: 0] > 0 }, "\(seen)")
+        }
+    }
+
+    @Test(arguments: StoreKind.all)
+    func aDatabaseFromBeforeDigestsGetsThemComputedFromItsRecords(kind: StoreKind) throws {
+        let made = try kind.make()
+        defer { withExtendedLifetime(made.keepAlive) {} }
+        var workload = DigestWorkload(seed: 0x5EED_0021_D16E_0002)
+        for _ in 0..<25 {
+            let (user, items) = try workload.batch(from: made.store)
+            _ = try made.store.modify(user: user, items: checked(items))
+        }
+        let before = try DigestWorkload.users.map { try storedDigests(made.store, user: $0) }
+        #expect(before.allSatisfy { !$0.isEmpty })
+        made.store.close()
+        try made.forgetDigests()
+        let reopened = try made.reopen()
+        defer { reopened.close() }
+        #expect(try DigestWorkload.users.map { try storedDigests(reopened, user: $0) } == before)
+        for user in DigestWorkload.users { try expectStoredDigestsMatchRecords(reopened, user: user, "after the upgrade:") }
+        // And kept from there on.
+        _ = try reopened.modify(user: "alice", items: checked([fileRecord("A/after/upgrade", "x")]))
+        try expectStoredDigestsMatchRecords(reopened, user: "alice", "a save after the upgrade:")
+    }
+
+    @Test(arguments: StoreKind.all)
+    func removingAUserRemovesTheirDigests(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            for user in ["u", "v"] {
+                _ = try store.addUser(user, at: Clock.now())
+                _ = try store.modify(user: user, items: checked([fileRecord("A/x/1", "1")]))
+            }
+            try store.removeUser("u")
+            #expect(try store.digests(user: "u", folder: "A", children: true) == DigestReply(folder: .empty("A"), children: []))
+            try expectStoredDigestsMatchRecords(store, user: "v", "the user kept:")
+            #expect(try store.digests(user: "v", folder: "A", children: false).folder.head > 0)
         }
     }
 

@@ -91,6 +91,15 @@ struct Request {
         return value
     }
 
+    /// A yes-or-no query argument (`1`/`true`, `0`/`false`), false when absent or empty.
+    func flagQuery(_ name: String) throws(Problem) -> Bool {
+        switch try query(name) {
+        case nil, "", "0", "false": return false
+        case "1", "true": return true
+        case let other?: throw Problem(.badRequest, detail: "\(name) must be 0 or 1, not \(quoted(other))")
+        }
+    }
+
     /// The declared body size, nil when the body is chunked or absent.
     var contentLength: Int? { header("Content-Length").flatMap { Int($0) } }
 }

@@ -168,12 +168,7 @@ struct LookupRoute: Route {
         var after = try request.query("after")
         if after?.isEmpty == true { after = nil }
         let count = try request.integerQuery("limit", in: 1...limits.maxPageRecords, default: limits.defaultPageRecords)
-        let includeData: Bool
-        switch try request.query("data") {
-        case nil, "", "0", "false": includeData = false
-        case "1", "true": includeData = true
-        case let other?: throw Problem(.badRequest, detail: "data must be 0 or 1, not \(quoted(other))")
-        }
+        let includeData = try request.flagQuery("data")
         // The feed position before the listing is read: a reader that lists everything and then follows
         // the feed from here misses nothing (a change made meanwhile comes through the feed as well).
         let user = request.identity.user

@@ -64,7 +64,8 @@ public struct PageLimit: Sendable, Equatable {
 }
 
 /// Where the server keeps records: one per (user, path), at its latest version only, with a
-/// changeTag drawn from one counter for the whole store that only grows.
+/// changeTag drawn from one counter for the whole store that only grows; and beside them, updated in
+/// the same transactions, the digests of every folder (`FolderDigestTable`).
 ///
 /// The server checks requests and hands the store only what passed; the store stores. Every
 /// implementation runs through the same conformance suite (`StoreConformanceTests`). Calls may come from
@@ -96,6 +97,12 @@ public protocol RecordStore: Sendable {
 
     /// The highest changeTag among the user's records (0: none): a change token at it has seen them all.
     func headTag(user: String) throws -> Int64
+
+    /// The digests of the user's live records below `folder` (a root name or a folder's path) and its
+    /// head, and with `children` those of every folder directly in it that ever held a record, in path
+    /// order (bytewise), all as of one moment (docs/protocol.md, "Digests"). A folder that never held a
+    /// record answers zero digests and head 0. One indexed look-up, and one indexed range for children.
+    func digests(user: String, folder: String, children: Bool) throws -> DigestReply
 
     /// The lowest changeTag a change token may carry: tokens below it may have missed a tombstone that
     /// retention removed, so their holders must start over (`410 token-expired`). 0 while every tombstone

@@ -79,6 +79,7 @@ extension SQLiteRecordStore {
                     try db.run("UPDATE meta SET value = ? WHERE key = 'revocations'", count)
                 }
                 try db.run("DELETE FROM records WHERE user = ?", name)
+                try db.run("DELETE FROM folder_digests WHERE user = ?", name)
                 try db.run("DELETE FROM token_chains WHERE chain_id IN (SELECT chain_id FROM tokens WHERE user = ?)", name)
                 try db.run("DELETE FROM users WHERE name = ?", name)
             }

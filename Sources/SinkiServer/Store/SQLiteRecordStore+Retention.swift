@@ -5,6 +5,8 @@ extension SQLiteRecordStore {
     /// store from before retention gets it without a schema change).
     static let retentionIndex = "CREATE INDEX IF NOT EXISTS records_tombstones ON records(saved_at) WHERE deleted = 1"
 
+    /// Folder digests stay as they are: a tombstone counts for nothing in them, and a head is never
+    /// lowered.
     public func sweepTombstones(savedBefore cutoff: Int64, limit: Int) throws -> TombstoneSweep {
         let swept = try writer.use { db in
             try db.transaction {

@@ -30,6 +30,9 @@ public struct StoreClosedError: Error, Sendable, CustomStringConvertible {
 ///   record; added by schema 3 after `data`, which reading it skips (a manifest record has no data, and
 ///   an inline one's NULL manifest is known from the row's header). `records_asset` finds the records
 ///   naming an asset.
+/// - `folder_digests`: per (user, folder) the digests of the live records below it and its head
+///   (`FolderDigestTable`), updated in the modify's transaction; schema 4, computed from the records
+///   when an older database is opened.
 ///
 /// One writer connection behind a lock serialises commits, which is also what keeps changeTags in commit
 /// order; readers use a small pool of their own connections and never wait for a commit (WAL). Copying
@@ -45,8 +48,14 @@ public final class SQLiteRecordStore: ServerStore {
     private let checkpointer: Checkpointer
 
     /// 1: records; 2: users and device tokens (`SQLiteRecordStore+Accounts.swift`); 3: manifests of
-    /// chunks (`asset_chunks`) and the index of records by asset.
-    static let schemaVersion = 3
+    /// chunks (`asset_chunks`) and the index of records by asset; 4: folder digests.
+    static let schemaVersion = 4
+
+    /// SQLite has no XOR operator; `(a | b) - (a & b)` is exact on 64-bit integers (`a & b` holds only
+    /// bits of `a | b`, so the difference never leaves the range and never turns into a real).
+    static let digestSQL = FolderDigestTable.SQL(FolderDigestTable.Dialect(
+        user: "user", text: "TEXT", integer: "INTEGER", tableOptions: " WITHOUT ROWID", parameter: { "?\($0)" },
+        xor: { "((\($0) | \($1)) - (\($0) & \($1)))" }, max: { "max(\($0), \($1))" }))
 
     /// Opens (creating if needed) the database at `path`; `readers` read connections serve feeds and
     /// look-ups alongside the writer.
@@ -98,6 +107,10 @@ public final class SQLiteRecordStore: ServerStore {
             }
             if version < 2 { try db.execute(accountsSchema) }
             if version < 3 { try db.execute(manifestSchema) }
+            if version < 4 {
+                try db.execute(digestSQL.schema)
+                try rebuildDigests(db)
+            }
             try db.execute(retentionIndex)
             if version < schemaVersion { try db.setUserVersion(schemaVersion) }
             var id: String?
@@ -115,6 +128,15 @@ public final class SQLiteRecordStore: ServerStore {
         ALTER TABLE records ADD COLUMN asset_chunks BLOB;
         CREATE INDEX records_asset ON records(user, asset_id) WHERE asset_id IS NOT NULL;
         """
+
+    /// Computes every folder's digests from the records, for a database that had none.
+    private static func rebuildDigests(_ db: SQLiteDatabase) throws {
+        var rebuild = FolderDigestTable.Rebuild { user, deltas in try saveDigests(db, user: user, deltas) }
+        try db.query("SELECT user, path, deleted, sha256, change_tag FROM records ORDER BY user, path") { row in
+            try rebuild.add(user: row.text(0), path: row.text(1), deleted: row.bool(2), sha256: row.text(3), tag: row.int64(4))
+        }
+        try rebuild.finish()
+    }
 
     // MARK: Writing
 
@@ -139,9 +161,10 @@ public final class SQLiteRecordStore: ServerStore {
                 let now = Clock.now()
                 var outcomes: [StoreOutcome] = []
                 outcomes.reserveCapacity(items.count)
+                var deltas = FolderDeltas()
                 for item in items {
                     var record = item.record
-                    let current = try db.scalar("SELECT change_tag FROM records WHERE user = ? AND path = ?", user, record.path) ?? 0
+                    let (current, previous) = try Self.current(db, user: user, path: record.path)
                     guard current == record.baseTag else {
                         if current == 0 {
                             outcomes.append(.conflict(Record(path: record.path, deleted: true, changeTag: 0)))
@@ -175,14 +198,37 @@ public final class SQLiteRecordStore: ServerStore {
                     try statement.bind(current == 0 ? values : values + [current])
                     while try statement.step() {}
                     statement.reset()
+                    deltas.change(path: record.path, from: previous, to: FolderDigestTable.content(deleted: record.deleted, sha256: record.sha256),
+                                  tag: tag)
                     outcomes.append(.saved(record.withoutData))
                 }
                 if tag != firstTag { try db.run("UPDATE meta SET value = ? WHERE key = 'last_tag'", tag) }
+                try Self.saveDigests(db, user: user, deltas)
                 return outcomes
             }
         }
         checkpointer.wrote(bytes: items.reduce(0) { $0 + 256 + ($1.record.data?.count ?? 0) + ($1.record.asset?.chunks?.count ?? 0) * ManifestCoding.entryBytes })
         return outcomes
+    }
+
+    /// The change tag of the user's record at `path` (0: none) and its content id while it is live.
+    private static func current(_ db: SQLiteDatabase, user: String, path: String) throws -> (tag: Int64, content: String?) {
+        var found: (tag: Int64, content: String?) = (0, nil)
+        try db.query("SELECT change_tag, deleted, sha256 FROM records WHERE user = ? AND path = ?", user, path) { row in
+            found = (row.int64(0), FolderDigestTable.content(deleted: row.bool(1), sha256: row.text(2)))
+        }
+        return found
+    }
+
+    /// XORs a batch's changes into the user's folder rows, one upsert per folder.
+    private static func saveDigests(_ db: SQLiteDatabase, user: String, _ deltas: FolderDeltas) throws {
+        if deltas.isEmpty { return }
+        let statement = try db.prepare(digestSQL.upsert)
+        for row in FolderDigestTable.upserts(user: user, deltas) {
+            try statement.bind([row.user, row.parent, row.path] as [any SQLBindable] + row.words.map { $0 as any SQLBindable } + [row.head])
+            while try statement.step() {}
+            statement.reset()
+        }
     }
 
     // MARK: Reading
@@ -332,6 +378,16 @@ public final class SQLiteRecordStore: ServerStore {
 
     public func headTag(user: String) throws -> Int64 {
         try reader().use { db in try db.scalar("SELECT max(change_tag) FROM records WHERE user = ?", user) ?? 0 }
+    }
+
+    public func digests(user: String, folder: String, children: Bool) throws -> DigestReply {
+        try reader().use { db in
+            var reading = FolderDigestTable.Reading()
+            try db.query(children ? Self.digestSQL.withChildren : Self.digestSQL.own, user, FolderDigestTable.parent(of: folder), folder) { row in
+                reading.add(kind: row.int64(0), path: row.text(1)) { row.int64(Int32($0 + 2)) }
+            }
+            return reading.reply(folder: folder, children: children)
+        }
     }
 
     public func historyFloor() throws -> Int64 {

@@ -56,6 +56,7 @@ extension PostgresStore {
                                    [Clock.now(), count, name])
                 }
                 try db.execute("DELETE FROM records WHERE owner = $1", [name])
+                try db.execute("DELETE FROM folder_digests WHERE owner = $1", [name])
                 try db.execute("DELETE FROM token_chains WHERE chain_id IN (SELECT chain_id FROM tokens WHERE owner = $1)", [name])
                 try db.execute("DELETE FROM users WHERE name = $1", [name])
             }

@@ -15,6 +15,9 @@ import SinkiSupport
 /// - `records`: one row per (owner, path), as in SQLite; `path` is `COLLATE "C"`, so comparisons and
 ///   order are bytewise (UTF-8 byte order), which the prefix ranges and listings rely on. Schema 3
 ///   adds `asset_chunks` (a manifest, `ManifestCoding`, stored uncompressed) and `records_asset`.
+/// - `folder_digests`: per (owner, folder) the digests of the live records below it and its head
+///   (`FolderDigestTable`), updated in the modify's transaction, under the user's lock, by upserts that
+///   XOR in the statement; schema 4, computed from the records when an older database is opened.
 /// - `users`, `tokens`, `token_chains`: as in SQLite (`SQLiteRecordStore+Accounts.swift`).
 ///
 /// Tags are in commit order for each user, which is all a reader (one user's feed) sees: a modify (and
@@ -37,8 +40,15 @@ public final class PostgresStore: ServerStore {
     private let afterCommit: (@Sendable (_ user: String, _ lastTag: Int64) -> Void)?
 
     /// 1: records, users and device tokens. 2: tags from a sequence under per-user locks. 3: manifests
-    /// of chunks (`asset_chunks`) and the index of records by asset.
-    static let schemaVersion = 3
+    /// of chunks (`asset_chunks`) and the index of records by asset. 4: folder digests.
+    static let schemaVersion = 4
+
+    static let digestSQL = FolderDigestTable.SQL(FolderDigestTable.Dialect(
+        user: "owner", text: "TEXT COLLATE \"C\"", integer: "BIGINT", tableOptions: "", parameter: { "$\($0)" },
+        xor: { "\($0) # \($1)" }, max: { "GREATEST(\($0), \($1))" }))
+
+    /// How many records the rebuild of the digests reads at a time.
+    static let rebuildPage = 10_000
 
     /// The first key of the per-user transaction locks (the second is the hash of the user's name);
     /// the schema lock is a one-key lock, whose key space is apart from the two-key one.
@@ -96,6 +106,11 @@ public final class PostgresStore: ServerStore {
                     CREATE INDEX records_asset ON records(owner, asset_id) WHERE asset_id IS NOT NULL;
                     UPDATE schema_version SET version = 3;
                     """)
+            }
+            if version < 4 {
+                try db.execute(digestSQL.schema)
+                try rebuildDigests(db)
+                try db.execute("UPDATE schema_version SET version = 4")
             }
             let id = try db.query("SELECT store_id FROM store")
             guard id.count == 1, let storeID = id.optionalText(0, 0), !storeID.isEmpty else {
@@ -159,6 +174,25 @@ public final class PostgresStore: ServerStore {
         CREATE TABLE token_chains (chain_id TEXT PRIMARY KEY, uploads_used BIGINT NOT NULL);
         """
 
+    /// Computes every folder's digests from the records, for a database that had none: page by page
+    /// in (owner, path) order, so that a million records are never in memory at once.
+    private static func rebuildDigests(_ db: PGConnection) throws {
+        var rebuild = FolderDigestTable.Rebuild { user, deltas in try saveDigests(db, user: user, deltas) }
+        var after = ("", "")
+        while true {
+            let rows = try db.query("""
+                SELECT owner, path, deleted, sha256, change_tag FROM records WHERE (owner, path) > ($1, $2) ORDER BY owner, path LIMIT $3
+                """, [after.0, after.1, rebuildPage])
+            for row in 0..<rows.count {
+                try rebuild.add(user: try rows.text(row, 0), path: try rows.text(row, 1), deleted: try rows.bool(row, 2),
+                                sha256: try rows.text(row, 3), tag: try rows.int64(row, 4))
+            }
+            guard rows.count == rebuildPage else { break }
+            after = (try rows.text(rows.count - 1, 0), try rows.text(rows.count - 1, 1))
+        }
+        try rebuild.finish()
+    }
+
     // MARK: Writing
 
     private static let insertSQL = """
@@ -183,9 +217,10 @@ public final class PostgresStore: ServerStore {
                 let now = Clock.now()
                 var outcomes: [StoreOutcome] = []
                 outcomes.reserveCapacity(items.count)
+                var deltas = FolderDeltas()
                 for item in items {
                     var record = item.record
-                    let current = try db.scalar("SELECT change_tag FROM records WHERE owner = $1 AND path = $2", user, record.path) ?? 0
+                    let (current, previous) = try Self.current(db, user: user, path: record.path)
                     guard current == record.baseTag else {
                         if current == 0 {
                             outcomes.append(.conflict(Record(path: record.path, deleted: true, changeTag: 0)))
@@ -219,8 +254,11 @@ public final class PostgresStore: ServerStore {
                         record.device, now, record.deleted ? nil : record.movedFrom, record.data, record.asset?.storedChunks,
                     ]
                     try db.execute(current == 0 ? Self.insertSQL : Self.updateSQL, current == 0 ? values : values + [current])
+                    deltas.change(path: record.path, from: previous, to: FolderDigestTable.content(deleted: record.deleted, sha256: record.sha256),
+                                  tag: tag)
                     outcomes.append(.saved(record.withoutData))
                 }
+                try Self.saveDigests(db, user: user, deltas)
                 if lastTag != nil {
                     // Inside the transaction: PostgreSQL delivers it at commit, and only then.
                     try db.execute("SELECT pg_notify($1, $2)", [PGChangeSignal.channel, user])
@@ -235,6 +273,22 @@ public final class PostgresStore: ServerStore {
     /// Takes `user`'s transaction lock: modifies and sweeps of one user one after the other.
     private static func lockUser(_ db: PGConnection, _ user: String) throws(PostgresError) {
         try db.execute("SELECT pg_advisory_xact_lock(\(userLockClass), hashtext($1))", [user])
+    }
+
+    /// The change tag of the user's record at `path` (0: none) and its content id while it is live.
+    private static func current(_ db: PGConnection, user: String, path: String) throws -> (tag: Int64, content: String?) {
+        let rows = try db.query("SELECT change_tag, deleted, sha256 FROM records WHERE owner = $1 AND path = $2", [user, path])
+        guard rows.count > 0 else { return (0, nil) }
+        return (try rows.int64(0, 0), FolderDigestTable.content(deleted: try rows.bool(0, 1), sha256: try rows.text(0, 2)))
+    }
+
+    /// XORs a batch's changes into the user's folder rows, one upsert per folder. Under the user's lock
+    /// no other modify of the user runs, and the XOR in the statement would keep the rows right even
+    /// without it.
+    private static func saveDigests(_ db: PGConnection, user: String, _ deltas: FolderDeltas) throws {
+        for row in FolderDigestTable.upserts(user: user, deltas) {
+            try db.execute(digestSQL.upsert, [row.user, row.parent, row.path] as [any PGBindable] + row.words.map { $0 as any PGBindable } + [row.head])
+        }
     }
 
     /// Other servers on this database announce their commits through `NOTIFY` (`PGChangeSignal`).
@@ -394,6 +448,18 @@ public final class PostgresStore: ServerStore {
         try pool.use { db in try db.scalar("SELECT value FROM meta WHERE key = 'history_floor'") ?? 0 }
     }
 
+    public func digests(user: String, folder: String, children: Bool) throws -> DigestReply {
+        try pool.use { db in
+            let rows = try db.query(children ? Self.digestSQL.withChildren : Self.digestSQL.own, [user, FolderDigestTable.parent(of: folder), folder])
+            var reading = FolderDigestTable.Reading()
+            for row in 0..<rows.count {
+                try reading.add(kind: try rows.int64(row, 0), path: try rows.text(row, 1)) { try rows.int64(row, $0 + 2) }
+            }
+            return reading.reply(folder: folder, children: children)
+        }
+    }
+
+    /// Folder digests stay as they are, as in SQLite.
     public func sweepTombstones(savedBefore cutoff: Int64, limit: Int) throws -> TombstoneSweep {
         try pool.use { db in
             // User by user, each under the user's lock, as a modify takes it: a tombstone being replaced
