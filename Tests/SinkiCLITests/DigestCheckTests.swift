@@ -87,4 +87,38 @@ import Testing
         #expect(!TreeSnapshot(cluster.root("a")).entries.keys.contains { $0.contains(".sync-conflict-") })
         #expect(cluster.agent("a")?.errors.contains("the server went back to an older copy of its data") == true)
     }
+
+    /// A server that loses a record behind the agents' backs (its digests made again from what it
+    /// holds, as an upgrade does): each agent's digests differ from it, the descent finds the path,
+    /// logs it, counts it, and the file goes to the server again. The one mismatch a test causes on purpose.
+    @Test func aRecordTheServerLostIsFoundByTheDigestsAndSentAgain() async throws {
+        let cluster = Cluster("sinki-digest-lost")
+        try cluster.startServer()
+        try cluster.startAgent("a")
+        try cluster.startAgent("b")
+        try writeFile(cluster.root("a") + "/deep/er/lost.txt", "the server will lose this")
+        try await waitUntil("lost.txt on the server", timeout: 10) { try cluster.serverRecords().contains { $0.path == "SaveGames/deep/er/lost.txt" } }
+        try writeFile(cluster.root("a") + "/kept.txt", "newer, so the server's head stays where the agents read it")
+        try await cluster.waitForConvergence("a", "b", timeout: 10) { $0.entries.count == 4 }
+        for agent in ["a", "b"] {
+            try await waitUntil("\(agent) to call itself up to date", timeout: 15) {
+                try statusJSON(cluster, agent)["agent"]?["state"] == .string("up-to-date")
+            }
+        }
+        cluster.stopServer()
+        try cluster.serverSQL("DELETE FROM records WHERE path = 'SaveGames/deep/er/lost.txt'; DROP TABLE folder_digests; PRAGMA user_version = 3;")
+        try cluster.restartServer()
+        try await waitUntil("lost.txt back on the server", timeout: 20) {
+            try cluster.serverRecords().contains { $0.path == "SaveGames/deep/er/lost.txt" && !$0.deleted }
+        }
+        for agent in ["a", "b"] {
+            try await waitUntil("\(agent) to have repaired it and be up to date", timeout: 20) {
+                let status = try statusJSON(cluster, agent)
+                return status["agent"]?["state"] == .string("up-to-date") && status["digest"]?["repaired"] == .int(1)
+            }
+            #expect(cluster.agent(agent)?.errors.contains("mismatch with the server at \"SaveGames/deep/er/lost.txt\"") == true)
+        }
+        try await cluster.waitForConvergence("a", "b", timeout: 10) { $0.entries.count == 4 }
+        #expect(!TreeSnapshot(cluster.root("a")).entries.keys.contains { $0.contains(".sync-conflict-") })
+    }
 }

@@ -130,6 +130,16 @@ public final class Cluster: @unchecked Sendable {
         guard process.waitForExit() == 0 else { throw ProcessFailed(label: "sql on \(name)'s state", log: process.errors) }
     }
 
+    /// Runs `statements` on the stopped server's SQLite store (`server-data/records.db`), as `stateSQL` does
+    /// on an agent's.
+    public func serverSQL(_ statements: String) throws {
+        guard let data = serverData else { throw ProcessFailed(label: "sql on the server's store", log: "no server data folder") }
+        let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()"
+        let process = try ChildProcess("/usr/bin/env", ["python3", "-c", script, data + "/records.db", statements],
+                                       logDirectory: directory.path, label: "server-sql-\(UInt64.random(in: 0...UInt64.max))")
+        guard process.waitForExit() == 0 else { throw ProcessFailed(label: "sql on the server's store", log: process.errors) }
+    }
+
     /// The user all the cluster's agents belong to.
     public static let user = "owner"
 
