@@ -82,7 +82,8 @@ public final class SyncClient {
     public func changes(since position: String?, wait: Int, limit: Int, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> RecordPage {
         var path = Routes.changes + "?limit=\(limit)&wait=\(wait)&omitDataFrom=" + Self.escape(device)
         if let position, !position.isEmpty { path += "&since=" + Self.escape(position) }
-        let request = request("GET", path, timeout: wait == 0 ? 300 : Double(wait + 60))
+        // The server answers a long-poll by `wait`: one still silent a little after is on a dead connection.
+        let request = request("GET", path, timeout: wait == 0 ? 300 : Double(wait) + Self.longPollMargin)
         let response = try await send(request, isolation: isolation)
         return try await parse(response, isolation: isolation) { try RecordPage.parse($0) }
     }
@@ -138,6 +139,9 @@ public final class SyncClient {
             return false
         }
     }
+
+    /// Seconds a long-poll may outlast its `wait` (the server's clock, the round trip) before it counts as lost.
+    public static let longPollMargin = 15.0
 
     private func send(_ request: HTTPRequest, isolation: isolated (any Actor)?) async throws(SyncError) -> HTTPResponse {
         let response: HTTPResponse
