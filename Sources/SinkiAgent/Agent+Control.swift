@@ -204,6 +204,9 @@ extension Agent: ControlHandler {
         }
         backoff.reset()
         logger.info("sync now (sinkid sync): looking at every root and asking the server again")
+        // The feed asks without waiting, and whatever sleeps out a backoff (the feed, a push probe) goes now.
+        feed.askNow = true
+        sleeper?.wakeAll()
         await restartPull()
         pumpPush()
         return ControlAck("looking at every root again and asking \(serverURL) for changes now")

@@ -9,11 +9,11 @@ extension Agent {
     /// Follows the change feed: catch-up pages at once, then long-polls that hold no thread here
     /// or on the server. On failure: one log line, then growing jittered retries.
     func pullLoop() async {
-        guard let replica, let client, let sleeper else { return }
+        guard let replica, client != nil, let sleeper else { return }
         // While a catch-up page is applied, the next one is already on its way.
         var prefetched: Task<RecordPage, any Error>?
         defer { prefetched?.cancel() }
-        while !stopping && !control.paused {
+        while !stopping && !control.paused && !Task.isCancelled {
             if !control.safetyStops.isEmpty {
                 // Remote changes wait too: a stopped root is not what its records say it is.
                 _ = await sleeper.sleep(milliseconds: 3_600_000)
@@ -35,8 +35,7 @@ extension Agent {
                 if let pending {
                     page = try await pending.value
                 } else {
-                    let token = try await replica.feedToken(server: feedKey)
-                    page = try await client.changes(since: token, wait: caughtUp ? configuration.pollWaitSeconds : 0, limit: 1000)
+                    page = try await feedPage(after: try await replica.feedToken(server: feedKey))
                 }
                 connected()
                 if page.more {
