@@ -76,15 +76,15 @@ extension Agent {
                     let replaced: Bool
                     if case let .problem(problem) = error { replaced = problem.code == ProblemKind.badToken.code } else { replaced = false }
                     let outcome = await verifyNow("the server no longer knows our change token", adoptHead: true, storeReplaced: replaced)
-                    if outcome.result == "failed" { _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000)) }
+                    if outcome.result == "failed" { await waitToRetry() }
                     continue
                 }
                 if case .transport = error { disconnected(error) } else { logger.error("\(error)") }
-                _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
+                await waitToRetry()
             } catch {
                 if stopping || Task.isCancelled { return }
                 logger.error("cannot apply remote changes: \(error)")
-                _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
+                await waitToRetry()
             }
         }
     }

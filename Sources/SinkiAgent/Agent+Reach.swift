@@ -13,6 +13,9 @@ struct FeedState {
     var askNow = false
     /// Armed after a push the server saved while a long-poll was parked (`expectEcho`).
     var echoTimer: LoopTimer?
+    /// The feed's backoff sleeps, apart from the agent's other sleeps (rescans, comparisons) so that
+    /// an answer from the server ends these alone.
+    var retrySleeper: LoopSleeper?
 }
 
 extension Agent {
@@ -39,6 +42,21 @@ extension Agent {
             feed.echoTimer = nil
         }
         return try await client.changes(since: token, wait: wait, limit: 1000)
+    }
+
+    /// Sleeps the next backoff delay before the feed tries the server again. Ends early when another
+    /// request gets an answer, on `sinkid sync`, and when the pull loop is cancelled (pause, stop):
+    /// whoever cancels it calls `endRetryWaits()` (the sleep does not see cancellation).
+    func waitToRetry() async {
+        let sleeper = feed.retrySleeper ?? LoopSleeper(loop: loop)
+        feed.retrySleeper = sleeper
+        if Task.isCancelled { return }
+        _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
+    }
+
+    /// Ends the feed's backoff sleep: the next try goes now, or a cancelled pull loop ends.
+    func endRetryWaits() {
+        feed.retrySleeper?.wakeAll()
     }
 
     /// Gives up the parked long-poll and asks the server again at once. Called when another request

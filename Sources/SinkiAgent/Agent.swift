@@ -145,6 +145,7 @@ public actor Agent {
         controlStopping()
         watcher?.stop()
         pullTask?.cancel()
+        endRetryWaits()
         sleeper?.wakeAll()
         for task in pushTasks.values { task.cancel() }
         cancelUploads()
@@ -298,7 +299,7 @@ public actor Agent {
         backoff.reset()
         contactMade()
         if wasLost {
-            sleeper?.wakeAll()
+            endRetryWaits()
             pumpPush()
         }
     }
