@@ -140,6 +140,9 @@ public final class SyncClient {
         }
     }
 
+    /// Bad gateway, service unavailable, gateway timeout.
+    static let gatewayStatuses: Set<Int> = [502, 503, 504]
+
     /// Seconds a long-poll may outlast its `wait` (the server's clock, the round trip) before it counts as lost.
     public static let longPollMargin = 15.0
 
@@ -152,6 +155,14 @@ public final class SyncClient {
 
     /// The error an answer outside 2xx stands for.
     private static func failure(_ response: HTTPResponse, url: String) -> SyncError {
+        if Self.gatewayStatuses.contains(response.status) {
+            // A proxy in front answering for a server it cannot reach (restarting, say), or a server
+            // shutting down: out of reach like a refused connection, so tried again with backoff. As a
+            // problem it was sent again at once, thousands of times a second behind nginx.
+            let detail = Problem.parse(response.body).map { "HTTP \(response.status): \($0.detail)" }
+                ?? "HTTP \(response.status) (a proxy in front cannot reach the server)"
+            return .transport(.unreachable(url: url, detail: detail))
+        }
         if response.status == 429 {
             let seconds = response.header("Retry-After").flatMap { Int($0.filter { $0 != " " }) }.map { max(0, $0) }
             return .rateLimited(Problem.parse(response.body), retryAfterSeconds: seconds)
