@@ -12,32 +12,45 @@ import Testing
 /// Each case is a cluster of its own (a server with device tokens, two agents), so the cases run in
 /// parallel; only one waits out a 30 s outage.
 @Suite struct ServerRestartTests {
+    /// What stands between the agents and the server.
+    enum Front: Sendable {
+        case none
+        /// A proxy that hides the server's end of a connection: a parked long-poll is never told the
+        /// server went away.
+        case hidingProxy
+        /// nginx as docs/operations.md sets it up: while the server is down it answers 502 itself.
+        case nginx
+    }
+
     struct Scenario: Sendable, CustomTestStringConvertible {
         /// SIGKILL; else SIGTERM, after which the server answers its parked long-polls and closes.
         var kill: Bool
         var downSeconds: Double
-        /// The agents reach the server through a proxy that hides the server's end of a connection: a
-        /// parked long-poll is never told the server went away.
-        var hidden: Bool
+        var front = Front.none
         /// Changes are made while the server is down, not only right after it is back.
-        var whileDown: Bool
+        var whileDown = true
 
         var testDescription: String {
-            "\(kill ? "SIGKILL" : "SIGTERM"), back after \(Int(downSeconds)) s\(hidden ? ", its closes hidden by a proxy" : "")"
-                + (whileDown ? "" : ", changes only after")
+            let through = switch front {
+            case .none: ""
+            case .hidingProxy: ", its closes hidden by a proxy"
+            case .nginx: ", behind nginx"
+            }
+            return "\(kill ? "SIGKILL" : "SIGTERM"), back after \(Int(downSeconds)) s\(through)" + (whileDown ? "" : ", changes only after")
         }
     }
 
     static let scenarios = [
-        Scenario(kill: false, downSeconds: 0, hidden: false, whileDown: true),
-        Scenario(kill: true, downSeconds: 0, hidden: false, whileDown: true),
-        Scenario(kill: false, downSeconds: 2, hidden: false, whileDown: true),
-        Scenario(kill: true, downSeconds: 2, hidden: false, whileDown: true),
-        Scenario(kill: true, downSeconds: 30, hidden: false, whileDown: true),
-        Scenario(kill: false, downSeconds: 0, hidden: true, whileDown: true),
-        Scenario(kill: true, downSeconds: 2, hidden: true, whileDown: true),
+        Scenario(kill: false, downSeconds: 0),
+        Scenario(kill: true, downSeconds: 0),
+        Scenario(kill: false, downSeconds: 2),
+        Scenario(kill: true, downSeconds: 2),
+        Scenario(kill: true, downSeconds: 30),
+        Scenario(kill: false, downSeconds: 0, front: .hidingProxy),
+        Scenario(kill: true, downSeconds: 2, front: .hidingProxy),
         // Nothing fails while it is down: only the silence of the feed after an acknowledged push tells.
-        Scenario(kill: true, downSeconds: 2, hidden: true, whileDown: false),
+        Scenario(kill: true, downSeconds: 2, front: .hidingProxy, whileDown: false),
+        Scenario(kill: true, downSeconds: 2, front: .nginx),
     ]
 
     /// How long after the restarted server first answers every change must have crossed.
@@ -48,13 +61,29 @@ import Testing
         let cluster = Cluster("sinki-restart")
         try cluster.startServer()
         var proxy: FaultProxy?
-        if scenario.hidden {
+        var nginx: ChildProcess?
+        defer {
+            proxy?.stop()
+            _ = nginx?.stop()
+        }
+        var url = cluster.serverURL
+        switch scenario.front {
+        case .none: break
+        case .hidingProxy:
             let made = try FaultProxy.counting(label: "hiding", targetPort: cluster.serverPort)
             made.hideServerCloses()
             proxy = made
+            url = made.url
+        case .nginx:
+            let port = freePort()
+            nginx = try Nginx.start(cluster.directory, port: port, http: """
+                server {
+                    listen 127.0.0.1:\(port);
+                    \(Nginx.passing(to: "127.0.0.1:\(cluster.serverPort)"))
+                }
+                """)
+            url = "http://127.0.0.1:\(port)"
         }
-        defer { proxy?.stop() }
-        let url = proxy?.url ?? cluster.serverURL
         try cluster.startAgent("a", server: url)
         try cluster.startAgent("b", server: url)
         let a = cluster.root("a"), b = cluster.root("b")
@@ -91,6 +120,12 @@ import Testing
         for name in ["a", "b"] {
             let json = try status(cluster, name)
             #expect(json["server"]?["reachable"] == .bool(true), "\(scenario): \(name) says the server is unreachable: \(json)")
+        }
+        if scenario.front == .nginx {
+            // nginx's 502s while the server was down are an unreachable server, tried again with backoff:
+            // a handful of pushes, not a push for every 502 as fast as nginx answers.
+            let refused = Nginx.accessLog(cluster.directory).split(separator: "\n").filter { $0.hasPrefix("POST /v1/records/modify 502") }
+            #expect(refused.count <= 10, "\(scenario): \(refused.count) pushes answered 502 while the server was down")
         }
     }
 
