@@ -74,6 +74,7 @@ extension Agent {
     func restartPull() async {
         let old = pullTask
         old?.cancel()
+        endRetryWaits()
         await old?.value
         guard control.scanned, !stopping, !control.paused, pullTask == old else { return }
         pullTask = Task { await self.pullLoop() }
@@ -171,6 +172,7 @@ extension Agent: ControlHandler {
         guard !control.paused else { return ControlAck("already paused; sinkid resume to go on") }
         control.paused = true
         pullTask?.cancel()
+        endRetryWaits()
         cancelUploads()
         logger.info("paused (sinkid pause): nothing is sent or applied until sinkid resume")
         control.notifier?.status(serviceStatus)
@@ -216,6 +218,8 @@ extension Agent: ControlHandler {
         }
         backoff.reset()
         logger.info("sync now (sinkid sync): looking at every root and asking the server again")
+        // The feed asks without waiting; restartPull ends its backoff sleep.
+        feed.askNow = true
         await restartPull()
         pumpPush()
         return ControlAck("looking at every root again and asking \(serverURL) for changes now")

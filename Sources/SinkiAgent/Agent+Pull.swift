@@ -9,11 +9,11 @@ extension Agent {
     /// Follows the change feed: catch-up pages at once, then long-polls that hold no thread here
     /// or on the server. On failure: one log line, then growing jittered retries.
     func pullLoop() async {
-        guard let replica, let client, let sleeper else { return }
+        guard let replica, client != nil, let sleeper else { return }
         // While a catch-up page is applied, the next one is already on its way.
         var prefetched: Task<RecordPage, any Error>?
         defer { prefetched?.cancel() }
-        while !stopping && !control.paused {
+        while !stopping && !control.paused && !Task.isCancelled {
             if !control.safetyStops.isEmpty {
                 // Remote changes wait too: a stopped root is not what its records say it is.
                 _ = await sleeper.sleep(milliseconds: 3_600_000)
@@ -35,11 +35,7 @@ extension Agent {
                 if let pending {
                     page = try await pending.value
                 } else {
-                    let token = try await replica.feedToken(server: feedKey)
-                    // A check against the server that could not finish is tried again after the next page: asked
-                    // for without waiting, that page comes at once.
-                    let wait = caughtUp && !digests.recheck ? configuration.pollWaitSeconds : 0
-                    page = try await client.changes(since: token, wait: wait, limit: 1000)
+                    page = try await feedPage(after: try await replica.feedToken(server: feedKey))
                 }
                 connected()
                 if !page.records.isEmpty {
@@ -90,15 +86,15 @@ extension Agent {
                     let replaced: Bool
                     if case let .problem(problem) = error { replaced = problem.code == ProblemKind.badToken.code } else { replaced = false }
                     let outcome = await verifyNow("the server no longer knows our change token", adoptHead: true, storeReplaced: replaced)
-                    if outcome.result == "failed" { _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000)) }
+                    if outcome.result == "failed" { await waitToRetry() }
                     continue
                 }
                 if case .transport = error { disconnected(error) } else { logger.error("\(error)") }
-                _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
+                await waitToRetry()
             } catch {
                 if stopping || Task.isCancelled { return }
                 logger.error("cannot apply remote changes: \(error)")
-                _ = await sleeper.sleep(milliseconds: UInt64(backoff.next() * 1000))
+                await waitToRetry()
             }
         }
     }

@@ -64,9 +64,11 @@ extension Agent {
         // Let the next batch be prepared while this one travels.
         pumpPush()
         do {
+            let sentAt = Clock.monotonic()
             let response = try await client.modify(body: body)
             connected()
             let report = try await replica.acknowledge(batch, response.results)
+            if report.saved > 0 { expectEcho(pushSentAt: sentAt) }
             logger.debug("pushed \(report.saved) change(s), \(report.conflicts.count) conflict(s), \(report.refused.count) refused")
             noteSent(report.saved, bytes: batch.reduce(0) { $0 + ($1.record.deleted ? 0 : $1.record.size) }, savedTotal: report.savedTotal)
             // Deepest first: a folder whose contents' deletes follow them is empty when its turn comes.
@@ -96,13 +98,13 @@ extension Agent {
         }
     }
 
-    /// After a push lost its connection, one push is tried again after the backoff delay: the feed's
-    /// long-poll may stay parked for minutes before it says the server is back, and the changes
-    /// should not wait for it.
+    /// After a push lost its connection, one push is tried again after the backoff delay, for when the
+    /// feed does not run to find the server again (a root stopped for safety holds it). It does not
+    /// count an attempt: the feed's retries keep their own pace.
     func schedulePushProbe() {
         guard !pushProbeScheduled else { return }
         pushProbeScheduled = true
-        let delay = UInt64(backoff.next() * 1000)
+        let delay = UInt64(backoff.upcoming() * 1000)
         Task {
             _ = await sleeper?.sleep(milliseconds: delay)
             pushProbeScheduled = false

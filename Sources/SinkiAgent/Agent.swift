@@ -60,6 +60,8 @@ public actor Agent {
     /// nil until the first contact; false while the server cannot be reached.
     var reachable: Bool?
     var backoff = Backoff()
+    /// The change feed's request: parked or not, and when to ask without waiting (Agent+Reach.swift).
+    var feed = FeedState()
     var pullTask: Task<Void, Never>?
     var pushTasks: [Int: Task<Void, Never>] = [:]
     var nextPushID = 0
@@ -145,6 +147,7 @@ public actor Agent {
         controlStopping()
         watcher?.stop()
         pullTask?.cancel()
+        endRetryWaits()
         sleeper?.wakeAll()
         for task in pushTasks.values { task.cancel() }
         cancelUploads()
@@ -290,18 +293,28 @@ public actor Agent {
 
     // MARK: server reachability
 
+    /// A request got an answer: the server is reachable. After an outage, what waited goes now: the
+    /// feed's backoff sleep ends and queued changes are sent, not left for the next long-poll.
     func connected() {
-        if reachable == false { logger.info("server \(serverURL) reachable again") }
+        let wasLost = reachable == false
+        if wasLost { logger.info("server \(serverURL) reachable again") }
         reachable = true
         backoff.reset()
         contactMade()
+        if wasLost {
+            endRetryWaits()
+            pumpPush()
+        }
     }
 
+    /// A request could not reach the server. The parked long-poll may be on a connection as dead, so
+    /// the feed asks again at once (`wakeFeed`), then with backoff.
     func disconnected(_ error: any Error) {
         if reachable != false {
             logger.warning("server \(serverURL) unreachable: \(error); retrying with backoff")
         }
         reachable = false
         contactLost()
+        wakeFeed("a request to the server failed")
     }
 }

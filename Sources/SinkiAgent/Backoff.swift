@@ -2,21 +2,44 @@
 public struct Backoff: Sendable {
     public var steps: [Double]
     public var jitter: Double
+    /// The first `quickSteps` steps are given in turn, and the last of them again until the delays
+    /// given add up to `quickSeconds`; only then do the later steps follow.
+    public var quickSteps: Int
+    public var quickSeconds: Double
     public private(set) var attempt = 0
+    private var step = 0
+    /// The delays given so far, before jitter.
+    private var waited = 0.0
 
-    /// 0.5 s doubling up to 30 s, each ±25 %: a restarted server is found again within seconds, and
-    /// a fleet of agents does not knock in step.
-    public init(steps: [Double] = [0.5, 1, 2, 4, 8, 16, 30], jitter: Double = 0.25) {
+    /// 0.5 s, then every second for the first minute, then 2 s doubling up to 30 s; each ±25 %. A
+    /// server restart, the outage met most, usually ends within that minute, and the agent finds the
+    /// server about a second after it answers again; a longer outage costs a try every 30 s; a fleet
+    /// of agents does not knock in step.
+    public init(steps: [Double] = [0.5, 1, 2, 4, 8, 16, 30], jitter: Double = 0.25, quickSteps: Int = 2, quickSeconds: Double = 60) {
         self.steps = steps
         self.jitter = jitter
+        self.quickSteps = quickSteps
+        self.quickSeconds = quickSeconds
     }
 
     /// The next delay in seconds.
     public mutating func next() -> Double {
-        let base = steps[min(attempt, steps.count - 1)]
+        let base = steps[step]
         attempt += 1
-        return base * Double.random(in: (1 - jitter)...(1 + jitter))
+        waited += base
+        if step + 1 < steps.count && (step + 1 < quickSteps || waited >= quickSeconds) { step += 1 }
+        return jittered(base)
     }
 
-    public mutating func reset() { attempt = 0 }
+    /// The delay `next()` would give now, without counting an attempt: for a second retry schedule
+    /// that must not hurry the first one along its steps.
+    public func upcoming() -> Double { jittered(steps[step]) }
+
+    public mutating func reset() {
+        attempt = 0
+        step = 0
+        waited = 0
+    }
+
+    private func jittered(_ base: Double) -> Double { base * Double.random(in: (1 - jitter)...(1 + jitter)) }
 }

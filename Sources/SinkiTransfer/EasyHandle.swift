@@ -38,6 +38,11 @@ final class EasyHandle {
     /// Resumed exactly once, by `finish`.
     private var continuation: CheckedContinuation<Result<HTTPResponse, TransferError>, Never>?
 
+    static let keepaliveIdleSeconds = 30
+    static let keepaliveIntervalSeconds = 10
+    static let keepaliveProbes = 3
+    static let unacknowledgedMilliseconds = 60_000
+
     /// Bodies from this size up are read in 2 MiB pieces.
     static let largeBody: Int64 = 4 << 20
 
@@ -123,10 +128,14 @@ final class EasyHandle {
         set(CURLOPT_ERRORBUFFER, UnsafeRawPointer(errorBuffer))
         set(CURLOPT_NOSIGNAL, 1)
         set(CURLOPT_TCP_NODELAY, 1)
-        // Keep-alive probes keep a long-poll's idle connection known to NATs and detect dead peers.
+        // Keep-alive probes keep a long-poll's idle connection known to NATs and find a dead peer within
+        // a minute (30 s idle, then three probes 10 s apart), where the long-poll alone would wait out
+        // its 300 s; data left unacknowledged for a minute ends the connection too, where TCP would
+        // retransmit for a quarter of an hour. The kernel's timers: an idle agent does not wake for them.
         set(CURLOPT_TCP_KEEPALIVE, 1)
-        set(CURLOPT_TCP_KEEPIDLE, 60)
-        set(CURLOPT_TCP_KEEPINTVL, 30)
+        set(CURLOPT_TCP_KEEPIDLE, Self.keepaliveIdleSeconds)
+        set(CURLOPT_TCP_KEEPINTVL, Self.keepaliveIntervalSeconds)
+        check(sinki_curl_easy_set_dead_peer_limits(raw, Self.keepaliveProbes, Self.unacknowledgedMilliseconds), "TCP_KEEPCNT, TCP_USER_TIMEOUT")
         set(CURLOPT_PROTOCOLS_STR, "http,https")
         set(CURLOPT_USERAGENT, settings.userAgent)
         if let caFile = settings.caFile { set(CURLOPT_CAINFO, caFile) }

@@ -82,7 +82,8 @@ public final class SyncClient {
     public func changes(since position: String?, wait: Int, limit: Int, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> RecordPage {
         var path = Routes.changes + "?limit=\(limit)&wait=\(wait)&omitDataFrom=" + Self.escape(device)
         if let position, !position.isEmpty { path += "&since=" + Self.escape(position) }
-        let request = request("GET", path, timeout: wait == 0 ? 300 : Double(wait + 60))
+        // The server answers a long-poll by `wait`: one still silent a little after is on a dead connection.
+        let request = request("GET", path, timeout: wait == 0 ? 300 : Double(wait) + Self.longPollMargin)
         let response = try await send(request, isolation: isolation)
         return try await parse(response, isolation: isolation) { try RecordPage.parse($0) }
     }
@@ -147,6 +148,12 @@ public final class SyncClient {
         }
     }
 
+    /// Bad gateway, service unavailable, gateway timeout.
+    static let gatewayStatuses: Set<Int> = [502, 503, 504]
+
+    /// Seconds a long-poll may outlast its `wait` (the server's clock, the round trip) before it counts as lost.
+    public static let longPollMargin = 15.0
+
     private func send(_ request: HTTPRequest, isolation: isolated (any Actor)?) async throws(SyncError) -> HTTPResponse {
         let response: HTTPResponse
         do { response = try await http.send(request, isolation: isolation) } catch { throw .transport(error) }
@@ -156,6 +163,14 @@ public final class SyncClient {
 
     /// The error an answer outside 2xx stands for.
     private static func failure(_ response: HTTPResponse, url: String) -> SyncError {
+        if Self.gatewayStatuses.contains(response.status) {
+            // A proxy in front answering for a server it cannot reach (restarting, say), or a server
+            // shutting down: out of reach like a refused connection, so tried again with backoff. As a
+            // problem it was sent again at once, thousands of times a second behind nginx.
+            let detail = Problem.parse(response.body).map { "HTTP \(response.status): \($0.detail)" }
+                ?? "HTTP \(response.status) (a proxy in front cannot reach the server)"
+            return .transport(.unreachable(url: url, detail: detail))
+        }
         if response.status == 429 {
             let seconds = response.header("Retry-After").flatMap { Int($0.filter { $0 != " " }) }.map { max(0, $0) }
             return .rateLimited(Problem.parse(response.body), retryAfterSeconds: seconds)

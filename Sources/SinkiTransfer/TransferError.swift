@@ -3,7 +3,8 @@ import SinkiSupport
 
 /// Why a transfer failed. Non-2xx answers are not errors here: they come back as responses.
 public enum TransferError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// No connection could be made: refused, no route, name not resolved.
+    /// No connection could be made: refused, no route, name not resolved; or (`SyncClient`) a proxy in
+    /// front answered 502, 503 or 504 for the server.
     case unreachable(url: String, detail: String)
     /// The request's `timeout`, `connectTimeout` or `stallTimeout` ran out.
     case timedOut(url: String, detail: String)

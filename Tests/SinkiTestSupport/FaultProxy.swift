@@ -85,6 +85,7 @@ public final class FaultProxy: @unchecked Sendable {
     private let listener: Int32
     private let target: Atomic<Int>
     private let healed = Atomic<Bool>(false)
+    private let hidingServerCloses = Atomic<Bool>(false)
     /// Bytes forwarded from the agents to the server, and back, over every connection.
     private let countedUp = Atomic<Int>(0)
     private let countedDown = Atomic<Int>(0)
@@ -159,6 +160,13 @@ public final class FaultProxy: @unchecked Sendable {
 
     /// Faults again, with the stream going on where it was.
     public func spoil() { healed.store(false, ordering: .sequentiallyConsistent) }
+
+    /// From now on, a server that ends a connection (closes it, resets it, or dies) is not heard of by
+    /// the agent: its side stays open and silent, as behind a middlebox that lost the connection or a
+    /// server host that vanished. What the agent sends on it afterwards is answered with a RST, as a
+    /// restarted server's host answers a connection it does not know; an agent that sends nothing
+    /// hears nothing, ever. New connections are forwarded as before (refused while nothing listens).
+    public func hideServerCloses() { hidingServerCloses.store(true, ordering: .sequentiallyConsistent) }
 
     /// Forwards new connections to `port` (a server restarted elsewhere).
     public func retarget(_ port: Int) { target.store(port, ordering: .sequentiallyConsistent) }
@@ -253,6 +261,8 @@ public final class FaultProxy: @unchecked Sendable {
         let ends = [client, upstream]
         var readOpen = [true, true]
         var stalledUntil: Double?
+        /// The server's side ended and the agent was not told (`hideServerCloses`).
+        var serverGone = false
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
 
         loop: while true {
@@ -285,6 +295,22 @@ public final class FaultProxy: @unchecked Sendable {
                 var limit = buffer.count
                 if let trigger = fault.trigger, trigger.direction.rawValue == side { limit = min(limit, trigger.after - forwarded[side]) }
                 let got = buffer.withUnsafeMutableBytes { read(ends[side], $0.baseAddress, limit) }
+                if serverGone {
+                    // Only the agent's side is read now: it either gives up the connection or learns it is dead.
+                    if got < 0 && (errno == EAGAIN || errno == EINTR) { continue }
+                    if got > 0 { reset = true; why = "the agent wrote to a connection whose server is gone" } else {
+                        why = "the agent closed a connection whose server was gone"
+                    }
+                    break loop
+                }
+                if side == 1 && got <= 0 && !(got < 0 && (errno == EAGAIN || errno == EINTR))
+                    && hidingServerCloses.load(ordering: .sequentiallyConsistent) {
+                    serverGone = true
+                    readOpen[1] = false
+                    trace(number, "server side ended (\(got == 0 ? "closed" : String(cString: strerror(errno)))) after \(forwarded[0]) B up, "
+                          + "\(forwarded[1]) B down; hidden from the agent")
+                    continue
+                }
                 if got < 0 {
                     if errno == EAGAIN || errno == EINTR { continue }
                     reset = true // a RST from one side goes on to the other

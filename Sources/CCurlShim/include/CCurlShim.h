@@ -18,6 +18,10 @@ CURLcode sinki_curl_easy_setopt_data_cb(CURL *handle, CURLoption option, sinki_c
 CURLcode sinki_curl_easy_setopt_xferinfo_cb(CURL *handle, sinki_curl_xferinfo_cb cb);
 CURLcode sinki_curl_easy_setopt_seek_cb(CURL *handle, sinki_curl_seek_cb cb);
 
+/// Sets TCP_KEEPCNT and TCP_USER_TIMEOUT on each connection the handle opens (through
+/// CURLOPT_SOCKOPTFUNCTION: libcurl 7.88 has no option for either; CURLOPT_TCP_KEEPCNT came in 8.9).
+CURLcode sinki_curl_easy_set_dead_peer_limits(CURL *handle, long keepalive_probes, long unacknowledged_ms);
+
 CURLcode sinki_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode sinki_curl_easy_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value);
 CURLcode sinki_curl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);
