@@ -314,6 +314,10 @@ public actor Agent {
             logger.warning("server \(serverURL) unreachable: \(error); retrying with backoff")
         }
         reachable = false
+        // A server that went away may come back as another (restored, or having lost records): the
+        // first page read after the reconnect is checked against its digests before "up to date".
+        digests.matched = false
+        digests.heldVerified = false
         contactLost()
         wakeFeed("a request to the server failed")
     }

@@ -111,13 +111,21 @@ import Testing
         try await waitUntil("lost.txt back on the server", timeout: 20) {
             try cluster.serverRecords().contains { $0.path == "SaveGames/deep/er/lost.txt" && !$0.deleted }
         }
+        // The first agent to compare finds the mismatch and sends the file again; the other may find it
+        // too, or read the file's new version from the feed first and find its copy the same as the server's.
+        var repaired = 0
         for agent in ["a", "b"] {
-            try await waitUntil("\(agent) to have repaired it and be up to date", timeout: 20) {
-                let status = try statusJSON(cluster, agent)
-                return status["agent"]?["state"] == .string("up-to-date") && status["digest"]?["repaired"] == .int(1)
+            try await waitUntil("\(agent) to be up to date", timeout: 20) {
+                try statusJSON(cluster, agent)["agent"]?["state"] == .string("up-to-date")
             }
-            #expect(cluster.agent(agent)?.errors.contains("mismatch with the server at \"SaveGames/deep/er/lost.txt\"") == true)
+            guard case let .int(count)? = try statusJSON(cluster, agent)["digest"]?["repaired"] else { continue }
+            #expect(count <= 1)
+            if count == 1 {
+                repaired += 1
+                #expect(cluster.agent(agent)?.errors.contains("mismatch with the server at \"SaveGames/deep/er/lost.txt\"") == true)
+            }
         }
+        #expect(repaired >= 1, "no agent counted the mismatch")
         try await cluster.waitForConvergence("a", "b", timeout: 10) { $0.entries.count == 4 }
         #expect(!TreeSnapshot(cluster.root("a")).entries.keys.contains { $0.contains(".sync-conflict-") })
     }
