@@ -77,7 +77,9 @@ extension Agent {
             // server no longer knows the position, with a full comparison in place of the history.
             logger.error("\(wentBack)")
             do { try await replica.resetFeed() } catch { logger.error("cannot start the feed over: \(error)") }
-            await verifyNow("the server went back to an older state", adoptHead: true)
+            // Tags above the server's head now name nothing there: compared like a store made afresh, so
+            // what it lost is sent again rather than taken for changes the feed will bring.
+            await verifyNow("the server went back to an older state", adoptHead: true, storeReplaced: true)
             digests.recheck = true
         } catch {
             digests.failure = "cannot compare with the server: \(error)"
