@@ -39,7 +39,7 @@ public enum Conflict: Sendable, Equatable {
     case keepLocalAside(RecordPath, expecting: Node)
     /// The remote version is written to a conflict copy and becomes the merge base; the local version
     /// is then uploaded over it. A local win that keeps the loser.
-    case keepRemoteAside(RecordPath, remote: RemoteEntry, expecting: Node)
+    case keepRemoteAside(RecordPath, remote: RemoteEntry, expecting: Node?)
     /// The remote version replaces the local one, which the rule drops.
     case overwriteLocal(Download)
     /// The local version replaces the remote one, which the rule drops.
@@ -71,8 +71,9 @@ public enum Operation: Sendable, Equatable {
     case sendDelete(RecordPath, base: ChangeTag)
     /// Write a remote file or symlink onto the disk.
     case download(Download)
-    /// Make a remote folder on the disk.
-    case makeLocalFolder(RecordPath, remote: RemoteEntry)
+    /// Make a folder on the disk. `agree` is the remote folder this applies, recorded as Synced; nil
+    /// when the folder is made for what must come down below it, and is a local change to send.
+    case makeLocalFolder(RecordPath, agree: RemoteEntry?)
     /// Remove a path from the disk if it still holds `expecting` (a folder: if empty). `agree` is the
     /// remote tombstone this applies, recorded as Synced; nil when the delete only makes way for a
     /// remote version of another kind, which comes next.

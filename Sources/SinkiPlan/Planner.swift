@@ -10,6 +10,12 @@ public enum Planner {
         let synced = entries.syncedOrNone
         let local = entries.local?.node
 
+        // Row 0: a change at the server below this path must come down, so the path must be a folder
+        // here, whatever else it is. Normally row 5 agrees; this row matters when the server holds a
+        // tree no longer (a create there raced a delete or a type change of its folder).
+        if state.below.remoteKept, local?.isFolder != true, !(remote.node == .folder && local == synced.node && local != nil) {
+            return makeRoom(state, local: local, remote: remote, synced: synced)
+        }
         // Row 1: both sides hold the same thing; only Synced may lag.
         if local == remote.node {
             if synced.tag == remote.tag && synced.node == remote.node { return .nothing }
@@ -38,7 +44,7 @@ public enum Planner {
             // Deleted here. A folder goes only once the server holds nothing below it, and not at all
             // when a remote change below it must come down (edit beats delete).
             if remote.node == .folder {
-                if state.below.remoteKept { return .makeLocalFolder(path, remote: remote) }
+                if state.below.remoteKept { return .makeLocalFolder(path, agree: remote) }
                 if state.below.remoteLive { return .wait(.childrenFirst) }
             }
             return .sendDelete(path, base: base)
@@ -73,13 +79,15 @@ public enum Planner {
         if let local, !local.sameKind(as: remoteNode) {
             // A type change at the server over an unchanged local path: a delete, then a create.
             if local.isFolder {
-                if state.below.localKept { return .conflict(.keepLocalAside(path, expecting: local)) }
+                // Something below that must stay (changed here, or live at the server under what is a
+                // file there now, a save that raced the type change) keeps the folder, aside.
+                if state.below.localKept || state.below.remoteLive { return .conflict(.keepLocalAside(path, expecting: local)) }
                 if state.below.localLive { return .wait(.childrenFirst) }
             }
             return .deleteLocal(path, expecting: local, agree: nil)
         }
         if let parent = state.parent, parent.local?.node != .folder { return .wait(.parentFirst) }
-        if remoteNode.isFolder { return .makeLocalFolder(path, remote: remote) }
+        if remoteNode.isFolder { return .makeLocalFolder(path, agree: remote) }
         if local == nil, let source = remoteMove(state, remote: remote, node: remoteNode) {
             return .renameLocal(from: source, to: path, remote: remote)
         }
@@ -118,6 +126,20 @@ public enum Planner {
             if let parent = state.parent, parent.local?.node != .folder { return .wait(.parentFirst) }
             return .conflict(.overwriteLocal(Download(path: path, remote: remote, expecting: local)))
         }
+    }
+
+    /// Makes the path a folder here for what must come down below it, keeping every version on the
+    /// way: a local file moves aside, a remote file not yet agreed on is written aside first.
+    private static func makeRoom(_ state: PathState, local: Node?, remote: RemoteEntry, synced: SyncedEntry) -> Operation {
+        let path = state.path
+        if let local { return .conflict(.keepLocalAside(path, expecting: local)) }
+        if let parent = state.parent, parent.local?.node != .folder { return .wait(.parentFirst) }
+        if remote.node == .folder { return .makeLocalFolder(path, agree: remote) }
+        if remote.node != nil, synced.tag != remote.tag || synced.node != remote.node {
+            return .conflict(.keepRemoteAside(path, remote: remote, expecting: nil))
+        }
+        // A folder made here is a local change: row 3 sends it over whatever the server holds.
+        return .makeLocalFolder(path, agree: nil)
     }
 
     /// The peer's rename source, if it can be renamed here: unchanged since Synced, holding exactly the

@@ -9,7 +9,8 @@ extension World {
             guard path.root == simRoot else { return "\(path) is outside the root" }
             let entries = entries(id)
             if !entries.isSynced {
-                return "\(path) is not in sync: remote \(describe(remote[id])), local \(describe(local[id]?.node)), synced \(describe(synced[id]))"
+                let parent = parentOf[id] >= 0 ? "; parent \(paths[parentOf[id]]): \(describeEntries(parentOf[id]))" : ""
+                return "\(path) is not in sync: \(describeEntries(id))\(parent)"
             }
             let plan = Planner.plan(state(id))
             if plan != .nothing { return "\(path) still plans \(plan)" }
@@ -24,6 +25,10 @@ extension World {
         let onDisk = Set(disk.compactMap { World.content(of: $0?.node) })
         if let lost = owed.sorted().first(where: { !onDisk.contains($0) }) { return "version \(lost) was lost" }
         return nil
+    }
+
+    func describeEntries(_ id: Int) -> String {
+        "remote \(describe(remote[id])), local \(describe(local[id]?.node)), synced \(describe(synced[id])), plans \(Planner.plan(state(id)))"
     }
 
     func describe(_ node: Node?) -> String { node.map { "\($0)" } ?? "nothing" }

@@ -45,14 +45,14 @@ extension World {
         case let .download(download):
             return pull(download, dropping: false, recording: recording)
 
-        case let .makeLocalFolder(path, remote):
+        case let .makeLocalFolder(path, agree):
             let target = id(path)
             guard disk[target] == nil || disk[target]?.node == .folder else { return .failed("changed here") }
             guard diskParentIsFolder(target) else { return .failed("folder gone") }
             disk[target] = DiskItem(node: .folder, modifiedAt: tick())
             guard recording else { return .failed("fault after I/O") }
             local[target] = LocalEntry(.folder, modifiedAt: disk[target]!.modifiedAt)
-            synced[target] = SyncedEntry(remote)
+            if let agree { synced[target] = SyncedEntry(agree) }
             return .done
 
         case let .deleteLocal(path, expecting, agree):
@@ -94,7 +94,9 @@ extension World {
 
         case let .conflict(.keepRemoteAside(path, remote, expecting)):
             let target = id(path)
-            guard disk[target]?.node == expecting, let node = remote.node else { return .failed("changed here") }
+            guard disk[target]?.node == expecting else { return .failed("changed here") }
+            guard let node = remote.node, !node.isFolder else { return .failed("bug: a folder kept aside from the server") }
+            guard diskParentIsFolder(target) else { return .failed("folder gone") }
             let copy = freeCopy(of: target, modifiedAt: remote.modifiedAt)
             disk[copy] = DiskItem(node: node, modifiedAt: remote.modifiedAt)
             guard recording else { return .failed("fault after I/O") }

@@ -84,7 +84,7 @@ import Testing
         let up = PathState(entries: PathEntries(path: path, local: LocalEntry(a)), parent: notAtServer)
         #expect(Planner.plan(up) == .wait(.parentFirst))
         // The folder's own row makes it.
-        #expect(Planner.plan(PathState(entries: missingFolder)) == .makeLocalFolder(folder, remote: remote(1, .folder)))
+        #expect(Planner.plan(PathState(entries: missingFolder)) == .makeLocalFolder(folder, agree: remote(1, .folder)))
         #expect(Planner.plan(PathState(entries: notAtServer)) == .makeRemoteFolder(folder, base: .none))
     }
 
@@ -105,7 +105,7 @@ import Testing
         #expect(Planner.plan(folderState(remote: remote(1, .folder), local: nil, below: .nothing))
             == .sendDelete(folder, base: ChangeTag(1)))
         #expect(Planner.plan(folderState(remote: remote(1, .folder), local: nil, below: Below(remoteLive: true, remoteKept: true)))
-            == .makeLocalFolder(folder, remote: remote(1, .folder)))
+            == .makeLocalFolder(folder, agree: remote(1, .folder)))
     }
 
     @Test func aTypeChangeIsADeleteThenACreate() {
@@ -114,7 +114,7 @@ import Testing
             == .deleteLocal(path, expecting: a, agree: nil))
         // Then the folder is made.
         #expect(Planner.plan(state(remote: remote(7, .folder), local: nil, synced: synced(5, a)))
-            == .makeLocalFolder(path, remote: remote(7, .folder)))
+            == .makeLocalFolder(path, agree: remote(7, .folder)))
         // Here, a folder became a file: the server's contents of the folder go first.
         #expect(Planner.plan(state(remote: remote(5, .folder), local: a, synced: synced(5, .folder), below: Below(remoteLive: true)))
             == .wait(.childrenFirst))

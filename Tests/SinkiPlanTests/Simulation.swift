@@ -29,21 +29,28 @@ enum Simulation {
                 if let failure = step(world, &random, faults: true, interfere: true) { return (failure, world.trace ?? []) }
             }
         }
-        let bound = 10 * world.knownPaths().count + 20
-        var steps = 0
-        var faults = 0
+        world.readFeed()
+        world.observeAll()
+        // Termination, bounded: each path needs a few operations (a conflict: aside, down, up).
+        let bound = 8 * world.knownPaths().count + 8
+        var done = 0, attempts = 0, faults = 0
         while true {
             world.readFeed()
             world.observeAll()
             guard let (_, operation) = world.nextOperation(using: &random) else { break }
-            steps += 1
-            if steps > bound { return ("no fixed point after \(bound) operations; last: \(operation)", world.trace ?? []) }
+            attempts += 1
+            if done > bound || attempts > 3 * bound + quietFaults {
+                return ("no fixed point after \(done) operations (\(attempts) tried, bound \(bound)); last: \(operation)", world.trace ?? [])
+            }
             let fault = faults < quietFaults ? randomFault(&random) : .none
             if fault != .none { faults += 1 }
             world.note("quiet: \(operation) fault \(fault)")
-            let outcome = world.execute(operation, fault: fault)
-            if case let .failed(why) = outcome, why.hasPrefix("bug") { return (why, world.trace ?? []) }
-            if case let .failed(why) = outcome { world.note("  failed: \(why)") }
+            switch world.execute(operation, fault: fault) {
+            case .done: done += 1
+            case let .failed(why):
+                if why.hasPrefix("bug") { return (why, world.trace ?? []) }
+                world.note("  failed: \(why)")
+            }
         }
         return (world.brokenInvariant(), world.trace ?? [])
     }

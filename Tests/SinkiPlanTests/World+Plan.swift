@@ -7,9 +7,8 @@ extension World {
         let entries = entries(id)
         let parent = parentOf[id] >= 0 ? self.entries(parentOf[id]) : nil
         var below = Below.nothing
-        if local[id]?.node == .folder || remote[id]?.node == .folder || synced[id]?.node == .folder {
-            for other in paths.indices where isBelow(other, id) { below.add(self.entries(other)) }
-        }
+        // Every path, whatever it is now: the server may hold things below a tombstone or a file.
+        for other in paths.indices where isBelow(other, id) { below.add(self.entries(other)) }
         let remoteSource = remote[id]?.movedFrom.flatMap { index[$0] }.map { self.entries($0) }
         var localSource: PathEntries?
         if let node = local[id]?.node, !node.isFolder, synced[id]?.node != node {
