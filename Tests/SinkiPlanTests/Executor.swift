@@ -21,6 +21,12 @@ enum Outcome: Equatable {
 /// completes, records its outcome in the three trees in one step, as the agent's transaction will.
 extension World {
     func execute(_ operation: Operation, fault: Fault) -> Outcome {
+        let outcome = carryOut(operation, fault: fault)
+        if outcome == .done, let kind = OperationKind(operation) { completed[kind.rawValue] += 1 }
+        return outcome
+    }
+
+    private func carryOut(_ operation: Operation, fault: Fault) -> Outcome {
         if case .before = fault { return .failed("fault before I/O") }
         let recording = fault == .none
         switch operation {
@@ -112,6 +118,15 @@ extension World {
         }
     }
 
+    /// Whether the path's rule lets a conflict's loser go: only then is a dropped version not owed,
+    /// so a planner that drops one under any other rule is caught as losing it.
+    private func ruleDropsLosers(_ target: Int) -> Bool {
+        switch rule(of: target) {
+        case .keepBoth: return false
+        case let .newest(keep), let .local(keep), let .remote(keep): return !keep
+        }
+    }
+
     /// The first conflict-copy name free everywhere, in the path's own folder.
     private func freeCopy(of target: Int, modifiedAt: Int64) -> Int {
         var attempt = 0
@@ -129,7 +144,7 @@ extension World {
         guard disk[target]?.node == upload.node else { return .failed("changed here") }
         let replaced = server[target]?.node
         let answer = save(target, node: upload.node, base: upload.base, modifiedAt: disk[target]!.modifiedAt, movedFrom: upload.movedFrom)
-        if dropping, case .saved = answer, let old = World.content(of: replaced) { owed.remove(old) }
+        if dropping, ruleDropsLosers(target), case .saved = answer, let old = World.content(of: replaced) { owed.remove(old) }
         return record(answer, at: target, recording: recording)
     }
 
@@ -156,7 +171,7 @@ extension World {
         guard disk[target]?.node == download.expecting else { return .failed("changed here") }
         guard diskParentIsFolder(target) else { return .failed("folder gone") }
         guard let node = download.remote.node, !node.isFolder else { return .failed("bug: not a file") }
-        if dropping, let old = World.content(of: disk[target]?.node) { owed.remove(old) }
+        if dropping, ruleDropsLosers(target), let old = World.content(of: disk[target]?.node) { owed.remove(old) }
         disk[target] = DiskItem(node: node, modifiedAt: download.remote.modifiedAt)
         guard recording else { return .failed("fault after I/O") }
         local[target] = LocalEntry(node, modifiedAt: download.remote.modifiedAt)

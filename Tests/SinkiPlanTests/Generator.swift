@@ -27,8 +27,9 @@ extension World {
         switch random.below(100) {
         case ..<45: otherWrite(target)
         case ..<60: otherMakeFolder(target)
-        case ..<80: otherDelete(target)
-        case ..<95: otherRename(target, to: randomPath(&random))
+        case ..<78: otherDelete(target)
+        case ..<92: otherRename(target, to: randomPath(&random))
+        case ..<95: otherCopy(target, to: randomPath(&random))
         default: otherWrite(target, symlink: true)
         }
     }

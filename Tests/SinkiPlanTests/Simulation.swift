@@ -9,7 +9,7 @@ enum Simulation {
     static let quietFaults = 40
 
     /// Runs case `seed`; the reason it failed, or nil.
-    static func run(seed: UInt64, tracing: Bool = false) -> (failure: String?, trace: [String]) {
+    static func run(seed: UInt64, tracing: Bool = false) -> (failure: String?, trace: [String], completed: [Int]) {
         var random = SeededRandom(seed: seed)
         let world = World(rules: World.randomRules(&random), tracing: tracing)
         world.startInSync(&random)
@@ -26,7 +26,7 @@ enum Simulation {
             case ..<72: world.agentLook(&random)
             default:
                 if triples { world.agentLook(&random); continue }
-                if let failure = step(world, &random, faults: true, interfere: true) { return (failure, world.trace ?? []) }
+                if let failure = step(world, &random, faults: true, interfere: true) { return (failure, world.trace ?? [], world.completed) }
             }
         }
         world.readFeed()
@@ -40,7 +40,7 @@ enum Simulation {
             guard let (_, operation) = world.nextOperation(using: &random) else { break }
             attempts += 1
             if done > bound || attempts > 3 * bound + quietFaults {
-                return ("no fixed point after \(done) operations (\(attempts) tried, bound \(bound)); last: \(operation)", world.trace ?? [])
+                return ("no fixed point after \(done) operations (\(attempts) tried, bound \(bound)); last: \(operation)", world.trace ?? [], world.completed)
             }
             let fault = faults < quietFaults ? randomFault(&random) : .none
             if fault != .none { faults += 1 }
@@ -48,11 +48,11 @@ enum Simulation {
             switch world.execute(operation, fault: fault) {
             case .done: done += 1
             case let .failed(why):
-                if why.hasPrefix("bug") { return (why, world.trace ?? []) }
+                if why.hasPrefix("bug") { return (why, world.trace ?? [], world.completed) }
                 world.note("  failed: \(why)")
             }
         }
-        return (world.brokenInvariant(), world.trace ?? [])
+        return (world.brokenInvariant(), world.trace ?? [], world.completed)
     }
 
     /// One agent step amid the history: plan, maybe let the world move, then execute.

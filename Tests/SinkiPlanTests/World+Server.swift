@@ -95,6 +95,16 @@ extension World {
         _ = save(from, node: nil, base: ChangeTag(server[from]!.tag), modifiedAt: tick())
     }
 
+    /// A copy that names its source (`movedFrom`) but leaves it in place: a peer must not take it for
+    /// a rename and move its own file away.
+    func otherCopy(_ from: Int, to: Int) {
+        guard let node = server[from]?.node, !node.isFolder, server[to]?.node == nil, to != from, !isBelow(to, from) else { return }
+        note("other copies \(paths[from]) -> \(paths[to])")
+        otherMakeParents(to)
+        guard server[from]?.node == node else { return }
+        otherSave(to, node, movedFrom: paths[from])
+    }
+
     /// The path `id` would have if the folder `from` were renamed to `to`.
     func moved(_ id: Int, from: Int, to: Int) -> RecordPath {
         let suffix = paths[id].string.utf8.dropFirst(paths[from].string.utf8.count)

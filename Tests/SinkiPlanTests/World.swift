@@ -56,6 +56,8 @@ final class World {
     var rules: [MergeRule]
     var clock: Int64 = 1_764_633_600_000_000_000
     private var contentCounter = 0
+    /// Completed operations by kind (`OperationKind`), to show what the cases exercised.
+    var completed = [Int](repeating: 0, count: OperationKind.allCases.count)
     /// Filled only when a single seed is replayed: what happened, for the failure message.
     var trace: [String]?
 
