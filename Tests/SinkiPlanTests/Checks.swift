@@ -22,8 +22,7 @@ extension World {
             }
             if disk[id] != nil, !diskParentIsFolder(id) { return "\(path) is on disk outside a folder" }
         }
-        let onDisk = Set(disk.compactMap { World.content(of: $0?.node) })
-        if let lost = owed.sorted().first(where: { !onDisk.contains($0) }) { return "version \(lost) was lost" }
+        if let lost = owed.firstLost(in: disk) { return "version \(lost) was lost" }
         return nil
     }
 

@@ -91,6 +91,7 @@ extension World {
             guard let item = disk[target], item.node == expecting else { return .failed("changed here") }
             let copy = freeCopy(of: target, modifiedAt: item.modifiedAt)
             let pairs = moveOnDisk(target, to: copy)
+            for (old, new) in pairs { owed.move(from: old, to: new) }
             guard recording else { return .failed("fault after I/O") }
             // What Local had observed moves with the disk; what it had not is found by the next look.
             let moved = pairs.map { local[$0.0] }
@@ -105,6 +106,7 @@ extension World {
             guard diskParentIsFolder(target) else { return .failed("folder gone") }
             let copy = freeCopy(of: target, modifiedAt: remote.modifiedAt)
             disk[copy] = DiskItem(node: node, modifiedAt: remote.modifiedAt)
+            owed.move(from: target, to: copy)
             guard recording else { return .failed("fault after I/O") }
             local[copy] = LocalEntry(node, modifiedAt: remote.modifiedAt)
             synced[target] = SyncedEntry(remote)
@@ -144,7 +146,7 @@ extension World {
         guard disk[target]?.node == upload.node else { return .failed("changed here") }
         let replaced = server[target]?.node
         let answer = save(target, node: upload.node, base: upload.base, modifiedAt: disk[target]!.modifiedAt, movedFrom: upload.movedFrom)
-        if dropping, ruleDropsLosers(target), case .saved = answer, let old = World.content(of: replaced) { owed.remove(old) }
+        if dropping, ruleDropsLosers(target), case .saved = answer { owed.release(World.content(of: replaced), at: target) }
         return record(answer, at: target, recording: recording)
     }
 
@@ -171,7 +173,7 @@ extension World {
         guard disk[target]?.node == download.expecting else { return .failed("changed here") }
         guard diskParentIsFolder(target) else { return .failed("folder gone") }
         guard let node = download.remote.node, !node.isFolder else { return .failed("bug: not a file") }
-        if dropping, ruleDropsLosers(target), let old = World.content(of: disk[target]?.node) { owed.remove(old) }
+        if dropping, ruleDropsLosers(target) { owed.release(World.content(of: disk[target]?.node), at: target) }
         disk[target] = DiskItem(node: node, modifiedAt: download.remote.modifiedAt)
         guard recording else { return .failed("fault after I/O") }
         local[target] = LocalEntry(node, modifiedAt: download.remote.modifiedAt)

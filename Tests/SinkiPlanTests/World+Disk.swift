@@ -17,7 +17,7 @@ extension World {
         guard disk[id] != nil else { return }
         note("user deletes \(paths[id])")
         for member in subtree(id) {
-            if let content = World.content(of: disk[member]?.node) { owed.remove(content) }
+            owed.release(World.content(of: disk[member]?.node), at: member)
             disk[member] = nil
         }
     }
@@ -25,11 +25,11 @@ extension World {
     func userWrite(_ id: Int, symlink: Bool = false) {
         diskMakeParents(id)
         if disk[id]?.node == .folder { userDelete(id) }
-        if let old = World.content(of: disk[id]?.node) { owed.remove(old) }
+        owed.release(World.content(of: disk[id]?.node), at: id)
         let content = freshContent()
         note("user writes \(paths[id]) = \(content)")
         disk[id] = DiskItem(node: symlink ? .symlink(content) : .file(content), modifiedAt: tick())
-        owed.insert(content)
+        owed.owe(content, at: id)
     }
 
     func userMakeFolder(_ id: Int) {
@@ -44,7 +44,8 @@ extension World {
         guard disk[from] != nil, disk[to] == nil, to != from, !isBelow(to, from) else { return }
         note("user renames \(paths[from]) -> \(paths[to])")
         diskMakeParents(to)
-        moveOnDisk(from, to: to)
+        guard disk[from] != nil else { return }
+        for (old, new) in moveOnDisk(from, to: to) { owed.move(from: old, to: new) }
     }
 
     /// Moves a subtree on disk, interning the new paths; returns the pairs (old id, new id), shallow first.

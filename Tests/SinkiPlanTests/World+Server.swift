@@ -41,11 +41,11 @@ extension World {
 
     private func otherSave(_ id: Int, _ node: Node?, movedFrom: RecordPath? = nil) {
         let current = server[id]
-        if movedFrom == nil, let old = World.content(of: current?.node) { owed.remove(old) }
+        if movedFrom == nil { owed.release(World.content(of: current?.node), at: id) }
         guard case .saved = save(id, node: node, base: ChangeTag(current?.tag ?? 0), modifiedAt: tick(), movedFrom: movedFrom) else {
             preconditionFailure("bug: a save based on the current tag was refused")
         }
-        if let content = World.content(of: node) { owed.insert(content) }
+        if movedFrom == nil { owed.owe(World.content(of: node), at: id) }
     }
 
     /// Makes the folders above `id` at the server, replacing a file on the way (a type change).
@@ -89,7 +89,9 @@ extension World {
                 otherRename(child, to: id(moved(child, from: from, to: to)))
             }
         } else {
+            guard server[from]?.node == node else { return }
             otherSave(to, node, movedFrom: paths[from])
+            owed.move(from: from, to: to)
         }
         // The content lives on at the new path: the old path's tombstone replaces nothing owed.
         _ = save(from, node: nil, base: ChangeTag(server[from]!.tag), modifiedAt: tick())
@@ -103,6 +105,7 @@ extension World {
         otherMakeParents(to)
         guard server[from]?.node == node else { return }
         otherSave(to, node, movedFrom: paths[from])
+        owed.owe(World.content(of: node), at: to)
     }
 
     /// The path `id` would have if the folder `from` were renamed to `to`.

@@ -52,7 +52,7 @@ final class World {
     var feedToken: Int64 = 0
 
     /// Content every side last wrote and nobody knowingly replaced: each must be somewhere at the end.
-    var owed: Set<ContentHash> = []
+    var owed = Owed()
     var rules: [MergeRule]
     var clock: Int64 = 1_764_633_600_000_000_000
     private var contentCounter = 0
