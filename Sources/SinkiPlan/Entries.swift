@@ -73,12 +73,17 @@ public struct RemoteEntry: Sendable, Equatable {
     public var modifiedAt: Int64
     /// The record's `movedFrom`: the writer renamed this content from there.
     public var movedFrom: RecordPath?
+    /// For a tombstone, what it deleted, when the server says: the version its writer saw. A local
+    /// version equal to it is no edit against the delete, even if this agent never recorded agreeing
+    /// on it (its own save whose answer was lost, or a peer's rename of the same file).
+    public var removed: Node?
 
-    public init(tag: ChangeTag, node: Node?, modifiedAt: Int64 = 0, movedFrom: RecordPath? = nil) {
+    public init(tag: ChangeTag, node: Node?, modifiedAt: Int64 = 0, movedFrom: RecordPath? = nil, removed: Node? = nil) {
         self.tag = tag
         self.node = node
         self.modifiedAt = modifiedAt
         self.movedFrom = movedFrom
+        self.removed = removed
     }
 
     /// What the server says of a path it never held.
@@ -111,17 +116,33 @@ public struct PathEntries: Sendable, Equatable {
     public var remote: RemoteEntry?
     public var local: LocalEntry?
     public var synced: SyncedEntry?
+    /// A version this agent saved at the server and has not recorded the answer to (the executor
+    /// notes it before sending, and drops it when it records the outcome). Remote holding it is this
+    /// agent's own save, whose answer a kill or a lost connection swallowed.
+    public var sent: Node?
 
-    public init(path: RecordPath, remote: RemoteEntry? = nil, local: LocalEntry? = nil, synced: SyncedEntry? = nil) {
+    public init(path: RecordPath, remote: RemoteEntry? = nil, local: LocalEntry? = nil, synced: SyncedEntry? = nil, sent: Node? = nil) {
         self.path = path
         self.remote = remote
         self.local = local
         self.synced = synced
+        self.sent = sent
     }
 
     /// The remote entry with absence spelled as the server spells it (a tombstone at tag 0).
     public var remoteOrAbsent: RemoteEntry { remote ?? .absent }
     public var syncedOrNone: SyncedEntry { synced ?? .none }
+
+    /// The merge base: Synced, except where Remote shows more of the shared history than Synced
+    /// recorded: this agent's own save (`sent`) is shared, and a tombstone that deleted exactly what
+    /// is here saw it.
+    public var base: SyncedEntry {
+        var base = syncedOrNone
+        guard let remote else { return base }
+        if let sent, remote.node == sent { base.node = sent }
+        if remote.node == nil, let local, remote.removed == local.node { base.node = local.node }
+        return base
+    }
 
     /// Whether the three trees agree on this path: the planner's goal.
     public var isSynced: Bool {

@@ -27,14 +27,14 @@ public struct Below: Sendable, Equatable {
 
     /// Adds one descendant's entries.
     public mutating func add(_ entries: PathEntries) {
-        let synced = entries.syncedOrNone
+        let synced = entries.base
         if let local = entries.local {
             localLive = true
             if local.node != synced.node { localKept = true }
         }
         if let remote = entries.remote, remote.node != nil {
             remoteLive = true
-            if remote.tag != synced.tag || remote.node != synced.node { remoteKept = true }
+            if remote.node != synced.node { remoteKept = true }
         }
     }
 }

@@ -7,8 +7,8 @@ public enum Planner {
     public static func plan(_ state: PathState) -> Operation {
         let entries = state.entries
         let remote = entries.remoteOrAbsent
-        let synced = entries.syncedOrNone
         let local = entries.local?.node
+        let synced = entries.base
 
         // Row 0: a change at the server below this path must come down, so the path must be a folder
         // here, whatever else it is. Normally row 5 agrees; this row matters when the server holds a
@@ -18,10 +18,12 @@ public enum Planner {
         }
         // Row 1: both sides hold the same thing; only Synced may lag.
         if local == remote.node {
-            if synced.tag == remote.tag && synced.node == remote.node { return .nothing }
+            if entries.isSynced { return .nothing }
             return .advanceSynced(state.path, to: remote)
         }
-        let remoteChanged = remote.tag != synced.tag || remote.node != synced.node
+        // A change is a different node, not a new tag: the same content saved again at the server (a
+        // rename there and back) is no edit to conflict with, and a local change goes over it.
+        let remoteChanged = remote.node != synced.node
         let localChanged = local != synced.node
         switch (localChanged, remoteChanged) {
         case (true, false):

@@ -23,6 +23,7 @@ extension World {
             if disk[id] != nil, !diskParentIsFolder(id) { return "\(path) is on disk outside a folder" }
         }
         if let lost = owed.firstLost(in: disk) { return "version \(lost) was lost" }
+        if let (content, place) = owed.firstResurrected(in: disk) { return "version \(content) came back at \(paths[place])" }
         return nil
     }
 

@@ -22,6 +22,8 @@ enum Outcome: Equatable {
 extension World {
     func execute(_ operation: Operation, fault: Fault) -> Outcome {
         let outcome = carryOut(operation, fault: fault)
+        // An agreement reached covers the save in flight.
+        for id in paths.indices where sent[id] != nil && synced[id]?.node == sent[id] { sent[id] = nil }
         if outcome == .done, let kind = OperationKind(operation) { completed[kind.rawValue] += 1 }
         return outcome
     }
@@ -80,7 +82,7 @@ extension World {
             guard diskParentIsFolder(target) else { return .failed("folder gone") }
             disk[source] = nil
             disk[target] = item
-            guard recording else { return .failed("fault after I/O") }
+            guard recording else { return unrecorded(item.node, at: target) }
             local[source] = nil
             local[target] = LocalEntry(item.node, modifiedAt: item.modifiedAt)
             synced[target] = SyncedEntry(remote)
@@ -107,7 +109,7 @@ extension World {
             let copy = freeCopy(of: target, modifiedAt: remote.modifiedAt)
             disk[copy] = DiskItem(node: node, modifiedAt: remote.modifiedAt)
             owed.move(from: target, to: copy)
-            guard recording else { return .failed("fault after I/O") }
+            guard recording else { return unrecorded(node, at: copy) }
             local[copy] = LocalEntry(node, modifiedAt: remote.modifiedAt)
             synced[target] = SyncedEntry(remote)
             return .done
@@ -118,6 +120,13 @@ extension World {
         case let .conflict(.overwriteRemote(upload)):
             return push(upload, dropping: true, recording: recording)
         }
+    }
+
+    /// A write done and not recorded: the agent does not know the version is there (see
+    /// `Owed.unacknowledged`).
+    private func unrecorded(_ node: Node?, at place: Int) -> Outcome {
+        if let content = World.content(of: node) { owed.unacknowledged.append((content, place)) }
+        return .failed("fault after I/O")
     }
 
     /// Whether the path's rule lets a conflict's loser go: only then is a dropped version not owed,
@@ -145,6 +154,7 @@ extension World {
         let target = id(upload.path)
         guard disk[target]?.node == upload.node else { return .failed("changed here") }
         let replaced = server[target]?.node
+        sent[target] = upload.node
         let answer = save(target, node: upload.node, base: upload.base, modifiedAt: disk[target]!.modifiedAt, movedFrom: upload.movedFrom)
         if dropping, ruleDropsLosers(target), case .saved = answer { owed.release(World.content(of: replaced), at: target) }
         return record(answer, at: target, recording: recording)
@@ -159,9 +169,13 @@ extension World {
             return .done
         case let .conflict(current):
             // The answer carries the server's record: Remote learns it, as from the feed.
-            if recording { remote[target] = current }
+            if recording {
+                remote[target] = current
+                sent[target] = nil
+            }
             return .failed("conflict at the server")
         case .refused:
+            if recording { sent[target] = nil }
             return .failed("move refused")
         }
     }
@@ -175,7 +189,7 @@ extension World {
         guard let node = download.remote.node, !node.isFolder else { return .failed("bug: not a file") }
         if dropping, ruleDropsLosers(target) { owed.release(World.content(of: disk[target]?.node), at: target) }
         disk[target] = DiskItem(node: node, modifiedAt: download.remote.modifiedAt)
-        guard recording else { return .failed("fault after I/O") }
+        guard recording else { return unrecorded(node, at: target) }
         local[target] = LocalEntry(node, modifiedAt: download.remote.modifiedAt)
         synced[target] = SyncedEntry(download.remote)
         return .done

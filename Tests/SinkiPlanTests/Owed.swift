@@ -23,6 +23,35 @@ struct Owed {
         for index in versions.indices where versions[index].places.contains(from) { versions[index].places.insert(to) }
     }
 
+    /// Versions someone removed from a path (deleted, replaced, renamed away): they must not be found
+    /// there at the end, or a delete or an edit was undone.
+    private(set) var gone: [(content: ContentHash, place: Int)] = []
+    /// Paths whose removed versions may come back.
+    var unchecked: Set<Int> = []
+
+    /// Versions this agent wrote (at the server, or on disk) without recording it: a kill between
+    /// the write and its transaction. Removed by someone else before the agent learns of them, they
+    /// look to it like an edit against a delete, and come back: edit beats delete, from what it can
+    /// know (docs/planner.md, "Questions for the wiring").
+    var unacknowledged: [(content: ContentHash, place: Int)] = []
+
+    mutating func forbid(_ content: ContentHash?, at place: Int) {
+        guard let content else { return }
+        if unacknowledged.contains(where: { $0.content == content && $0.place == place }) { return }
+        gone.append((content, place))
+    }
+
+    /// The version was put back at the path by someone (a rename or copy into it).
+    mutating func allow(_ content: ContentHash?, at place: Int) {
+        guard let content else { return }
+        gone.removeAll { $0.content == content && $0.place == place }
+    }
+
+    /// A removed version found where it was removed from.
+    func firstResurrected(in disk: [DiskItem?]) -> (ContentHash, Int)? {
+        gone.first { !unchecked.contains($0.place) && disk[$0.place].flatMap { World.content(of: $0.node) } == $0.content }.map { ($0.content, $0.place) }
+    }
+
     /// A version found at none of its places.
     func firstLost(in disk: [DiskItem?]) -> ContentHash? {
         versions.first { version in

@@ -17,7 +17,12 @@ enum Simulation {
         // reads only part of it, without a step in between; the rest interleave the agent's steps.
         let triples = seed % 3 == 0
         if triples {
-            for id in world.paths.indices where random.chance(10) { world.synced[id] = nil }
+            // An agent that never agreed on a path cannot tell a delete here from a create there: a
+            // removed version coming back there is right, and not checked.
+            for id in world.paths.indices where random.chance(10) {
+                world.synced[id] = nil
+                world.owed.unchecked.insert(id)
+            }
         }
         for _ in 0..<random.below(24) {
             switch random.below(100) {

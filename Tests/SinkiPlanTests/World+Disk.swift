@@ -18,6 +18,7 @@ extension World {
         note("user deletes \(paths[id])")
         for member in subtree(id) {
             owed.release(World.content(of: disk[member]?.node), at: member)
+            owed.forbid(World.content(of: disk[member]?.node), at: member)
             disk[member] = nil
         }
     }
@@ -26,6 +27,7 @@ extension World {
         diskMakeParents(id)
         if disk[id]?.node == .folder { userDelete(id) }
         owed.release(World.content(of: disk[id]?.node), at: id)
+        owed.forbid(World.content(of: disk[id]?.node), at: id)
         let content = freshContent()
         note("user writes \(paths[id]) = \(content)")
         disk[id] = DiskItem(node: symlink ? .symlink(content) : .file(content), modifiedAt: tick())
@@ -45,7 +47,11 @@ extension World {
         note("user renames \(paths[from]) -> \(paths[to])")
         diskMakeParents(to)
         guard disk[from] != nil else { return }
-        for (old, new) in moveOnDisk(from, to: to) { owed.move(from: old, to: new) }
+        for (old, new) in moveOnDisk(from, to: to) {
+            owed.move(from: old, to: new)
+            owed.forbid(World.content(of: disk[new]?.node), at: old)
+            owed.allow(World.content(of: disk[new]?.node), at: new)
+        }
     }
 
     /// Moves a subtree on disk, interning the new paths; returns the pairs (old id, new id), shallow first.

@@ -19,7 +19,8 @@ extension World {
             guard let sourceID = index[source], let held = server[sourceID], held.node != nil, held.node == node else { return .refused }
         }
         serverHead += 1
-        let record = ServerRecord(tag: serverHead, node: node, modifiedAt: modifiedAt, movedFrom: movedFrom)
+        let record = ServerRecord(tag: serverHead, node: node, modifiedAt: modifiedAt, movedFrom: movedFrom,
+                                  removed: node == nil ? current?.node : nil)
         server[id] = record
         return .saved(record)
     }
@@ -41,7 +42,10 @@ extension World {
 
     private func otherSave(_ id: Int, _ node: Node?, movedFrom: RecordPath? = nil) {
         let current = server[id]
-        if movedFrom == nil { owed.release(World.content(of: current?.node), at: id) }
+        if movedFrom == nil {
+            owed.release(World.content(of: current?.node), at: id)
+            owed.forbid(World.content(of: current?.node), at: id)
+        }
         guard case .saved = save(id, node: node, base: ChangeTag(current?.tag ?? 0), modifiedAt: tick(), movedFrom: movedFrom) else {
             preconditionFailure("bug: a save based on the current tag was refused")
         }
@@ -92,6 +96,8 @@ extension World {
             guard server[from]?.node == node else { return }
             otherSave(to, node, movedFrom: paths[from])
             owed.move(from: from, to: to)
+            owed.allow(World.content(of: node), at: to)
+            owed.forbid(World.content(of: node), at: from)
         }
         // The content lives on at the new path: the old path's tombstone replaces nothing owed.
         _ = save(from, node: nil, base: ChangeTag(server[from]!.tag), modifiedAt: tick())
@@ -106,6 +112,7 @@ extension World {
         guard server[from]?.node == node else { return }
         otherSave(to, node, movedFrom: paths[from])
         owed.owe(World.content(of: node), at: to)
+        owed.allow(World.content(of: node), at: to)
     }
 
     /// The path `id` would have if the folder `from` were renamed to `to`.

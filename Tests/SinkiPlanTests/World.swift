@@ -24,8 +24,12 @@ struct ServerRecord: Equatable {
     var node: Node?
     var modifiedAt: Int64
     var movedFrom: RecordPath?
+    /// A tombstone's deleted version (`RemoteEntry.removed`).
+    var removed: Node?
 
-    var remoteEntry: RemoteEntry { RemoteEntry(tag: ChangeTag(tag), node: node, modifiedAt: modifiedAt, movedFrom: movedFrom) }
+    var remoteEntry: RemoteEntry {
+        RemoteEntry(tag: ChangeTag(tag), node: node, modifiedAt: modifiedAt, movedFrom: movedFrom, removed: removed)
+    }
 }
 
 /// One thing on the simulated disk.
@@ -48,6 +52,8 @@ final class World {
     var remote: [RemoteEntry?] = []
     var local: [LocalEntry?] = []
     var synced: [SyncedEntry?] = []
+    /// Saves made whose answer was not recorded (`PathEntries.sent`).
+    var sent: [Node?] = []
     /// The change feed's position: every record with a tag up to here has been read into Remote.
     var feedToken: Int64 = 0
 
@@ -84,6 +90,7 @@ final class World {
         remote.append(nil)
         local.append(nil)
         synced.append(nil)
+        sent.append(nil)
         return new
     }
 
@@ -117,7 +124,7 @@ final class World {
     }
 
     func entries(_ id: Int) -> PathEntries {
-        PathEntries(path: paths[id], remote: remote[id], local: local[id], synced: synced[id])
+        PathEntries(path: paths[id], remote: remote[id], local: local[id], synced: synced[id], sent: sent[id])
     }
 
     /// Whether the parent of `id` is a folder on disk (the root always is).
