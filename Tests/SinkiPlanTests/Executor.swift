@@ -125,7 +125,11 @@ extension World {
     /// A write done and not recorded: the agent does not know the version is there (see
     /// `Owed.unacknowledged`).
     private func unrecorded(_ node: Node?, at place: Int) -> Outcome {
-        if let content = World.content(of: node) { owed.unacknowledged.append((content, place)) }
+        if let content = World.content(of: node) {
+            owed.unacknowledged.append((content, place))
+            // Removed there before this stale write: to the agent it is an edit, and is sent.
+            owed.allow(content, at: place)
+        }
         return .failed("fault after I/O")
     }
 
@@ -163,7 +167,9 @@ extension World {
     private func record(_ answer: SaveAnswer, at target: Int, recording: Bool) -> Outcome {
         switch answer {
         case let .saved(stored):
-            guard recording else { return .failed("fault after I/O") }
+            // `sent` lets the agent know its own save when Remote next shows it; replaced again
+            // before that (the feed keeps only the latest version), it cannot, and sends it again.
+            guard recording else { return unrecorded(stored.node, at: target) }
             remote[target] = stored.remoteEntry
             synced[target] = SyncedEntry(stored.remoteEntry)
             return .done

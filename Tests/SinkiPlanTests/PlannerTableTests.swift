@@ -144,3 +144,40 @@ import Testing
         #expect(second.string == "R/.hidden.sync-conflict-19700101-000000-a_b-2")
     }
 }
+
+/// The merge base takes in what Remote shows of the shared history that Synced missed.
+@Suite struct PlannerBaseTests {
+    let path = try! RecordPath(validating: "R/x")
+    let a = Node.file(ContentHash("a")), b = Node.file(ContentHash("b"))
+
+    @Test func ownSaveWhoseAnswerWasLost() {
+        // Sent, answer lost, then deleted here: the delete goes up, nothing comes back down.
+        let lost = PathEntries(path: path, remote: RemoteEntry(tag: ChangeTag(4), node: a), local: nil, synced: nil, sent: a)
+        #expect(Planner.plan(PathState(entries: lost)) == .sendDelete(path, base: ChangeTag(4)))
+        // Without the note it is another device's new file.
+        var unknown = lost
+        unknown.sent = nil
+        #expect(Planner.plan(PathState(entries: unknown)) == .download(Download(path: path, remote: unknown.remote!, expecting: nil)))
+        // Still here: agreement, no I/O.
+        var here = lost
+        here.local = LocalEntry(a)
+        #expect(Planner.plan(PathState(entries: here)) == .advanceSynced(path, to: lost.remote!))
+    }
+
+    @Test func aTombstoneThatDeletedWhatIsHere() {
+        let tombstone = RemoteEntry(tag: ChangeTag(9), node: nil, removed: a)
+        let seen = PathEntries(path: path, remote: tombstone, local: LocalEntry(a), synced: nil)
+        #expect(Planner.plan(PathState(entries: seen)) == .deleteLocal(path, expecting: a, agree: tombstone))
+        // Another version here is an edit the delete did not see: it goes up.
+        var edited = seen
+        edited.local = LocalEntry(b)
+        #expect(Planner.plan(PathState(entries: edited)) == .upload(Upload(path: path, node: b, base: ChangeTag(9))))
+    }
+
+    @Test func theSameContentAgainIsNoRemoteChange() {
+        // A rename there and back saves the same bytes at a new tag: a local edit goes over it.
+        let again = PathEntries(path: path, remote: RemoteEntry(tag: ChangeTag(12), node: a), local: LocalEntry(b),
+                                synced: SyncedEntry(tag: ChangeTag(3), node: a))
+        #expect(Planner.plan(PathState(entries: again)) == .upload(Upload(path: path, node: b, base: ChangeTag(12))))
+    }
+}
