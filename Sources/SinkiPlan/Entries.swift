@@ -138,7 +138,9 @@ public struct PathEntries: Sendable, Equatable {
     /// is here saw it.
     public var base: SyncedEntry {
         var base = syncedOrNone
-        guard let remote else { return base }
+        // Synced already holds this version of the record: it knows better (a file deleted here and
+        // put back is a new local version, not the one the delete saw).
+        guard let remote, remote.tag != base.tag else { return base }
         if let sent, remote.node == sent { base.node = sent }
         if remote.node == nil, let local, remote.removed == local.node { base.node = local.node }
         return base

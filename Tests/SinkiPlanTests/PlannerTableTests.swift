@@ -181,3 +181,12 @@ import Testing
         #expect(Planner.plan(PathState(entries: again)) == .upload(Upload(path: path, node: b, base: ChangeTag(12))))
     }
 }
+
+extension PlannerBaseTests {
+    @Test func aTombstoneAlreadyAgreedOnIsNoBase() {
+        // This agent's own delete (moved away here), then the file put back: a new local version.
+        let tombstone = RemoteEntry(tag: ChangeTag(5), node: nil, removed: a)
+        let back = PathEntries(path: path, remote: tombstone, local: LocalEntry(a), synced: SyncedEntry(tombstone))
+        #expect(Planner.plan(PathState(entries: back)) == .upload(Upload(path: path, node: a, base: ChangeTag(5))))
+    }
+}
