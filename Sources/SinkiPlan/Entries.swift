@@ -73,17 +73,18 @@ public struct RemoteEntry: Sendable, Equatable {
     public var modifiedAt: Int64
     /// The record's `movedFrom`: the writer renamed this content from there.
     public var movedFrom: RecordPath?
-    /// For a tombstone, what it deleted, when the server says: the version its writer saw. A local
-    /// version equal to it is no edit against the delete, even if this agent never recorded agreeing
-    /// on it (its own save whose answer was lost, or a peer's rename of the same file).
-    public var removed: Node?
+    /// What this version replaced, when the server says: the node of the record at the writer's
+    /// `baseTag` (for a tombstone, what it deleted). A local version equal to it is what the writer
+    /// saw, not an edit against it, even if this agent never recorded agreeing on it (its own save
+    /// whose answer was lost, or the same rename made here and by a peer).
+    public var replaced: Node?
 
-    public init(tag: ChangeTag, node: Node?, modifiedAt: Int64 = 0, movedFrom: RecordPath? = nil, removed: Node? = nil) {
+    public init(tag: ChangeTag, node: Node?, modifiedAt: Int64 = 0, movedFrom: RecordPath? = nil, replaced: Node? = nil) {
         self.tag = tag
         self.node = node
         self.modifiedAt = modifiedAt
         self.movedFrom = movedFrom
-        self.removed = removed
+        self.replaced = replaced
     }
 
     /// What the server says of a path it never held.
@@ -134,7 +135,7 @@ public struct PathEntries: Sendable, Equatable {
     public var syncedOrNone: SyncedEntry { synced ?? .none }
 
     /// The merge base: Synced, except where Remote shows more of the shared history than Synced
-    /// recorded: this agent's own save (`sent`) is shared, and a tombstone that deleted exactly what
+    /// recorded: this agent's own save (`sent`) is shared, and a version that replaced exactly what
     /// is here saw it.
     public var base: SyncedEntry {
         var base = syncedOrNone
@@ -142,7 +143,7 @@ public struct PathEntries: Sendable, Equatable {
         // put back is a new local version, not the one the delete saw).
         guard let remote, remote.tag != base.tag else { return base }
         if let sent, remote.node == sent { base.node = sent }
-        if remote.node == nil, let local, remote.removed == local.node { base.node = local.node }
+        if let local, let replaced = remote.replaced, replaced == local.node { base.node = replaced }
         return base
     }
 

@@ -165,7 +165,7 @@ import Testing
     }
 
     @Test func aTombstoneThatDeletedWhatIsHere() {
-        let tombstone = RemoteEntry(tag: ChangeTag(9), node: nil, removed: a)
+        let tombstone = RemoteEntry(tag: ChangeTag(9), node: nil, replaced: a)
         let seen = PathEntries(path: path, remote: tombstone, local: LocalEntry(a), synced: nil)
         #expect(Planner.plan(PathState(entries: seen)) == .deleteLocal(path, expecting: a, agree: tombstone))
         // Another version here is an edit the delete did not see: it goes up.
@@ -185,8 +185,17 @@ import Testing
 extension PlannerBaseTests {
     @Test func aTombstoneAlreadyAgreedOnIsNoBase() {
         // This agent's own delete (moved away here), then the file put back: a new local version.
-        let tombstone = RemoteEntry(tag: ChangeTag(5), node: nil, removed: a)
+        let tombstone = RemoteEntry(tag: ChangeTag(5), node: nil, replaced: a)
         let back = PathEntries(path: path, remote: tombstone, local: LocalEntry(a), synced: SyncedEntry(tombstone))
         #expect(Planner.plan(PathState(entries: back)) == .upload(Upload(path: path, node: a, base: ChangeTag(5))))
+    }
+}
+
+extension PlannerBaseTests {
+    @Test func aVersionThatReplacedWhatIsHere() {
+        // The same rename made here and by a peer, who then edited the file: its edit saw this file.
+        let edit = RemoteEntry(tag: ChangeTag(15), node: b, replaced: a)
+        let renamedHere = PathEntries(path: path, remote: edit, local: LocalEntry(a), synced: nil)
+        #expect(Planner.plan(PathState(entries: renamedHere)) == .download(Download(path: path, remote: edit, expecting: a)))
     }
 }

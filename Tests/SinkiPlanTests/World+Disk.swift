@@ -13,12 +13,21 @@ extension World {
         disk[parent] = DiskItem(node: .folder, modifiedAt: tick())
     }
 
+    /// A version the user removes from a path must stay removed only if the agent knew it was there
+    /// (observed it, or agreed on it): one that arrived by a rename here and went before any look is,
+    /// to the agent, a peer's file it never had, and comes down.
+    private func forbidIfKnown(_ content: ContentHash?, at place: Int) {
+        guard let content else { return }
+        let known = World.content(of: local[place]?.node) == content || World.content(of: synced[place]?.node) == content
+        if known { owed.forbid(content, at: place) }
+    }
+
     func userDelete(_ id: Int) {
         guard disk[id] != nil else { return }
         note("user deletes \(paths[id])")
         for member in subtree(id) {
             owed.release(World.content(of: disk[member]?.node), at: member)
-            owed.forbid(World.content(of: disk[member]?.node), at: member)
+            forbidIfKnown(World.content(of: disk[member]?.node), at: member)
             disk[member] = nil
         }
     }
@@ -27,7 +36,7 @@ extension World {
         diskMakeParents(id)
         if disk[id]?.node == .folder { userDelete(id) }
         owed.release(World.content(of: disk[id]?.node), at: id)
-        owed.forbid(World.content(of: disk[id]?.node), at: id)
+        forbidIfKnown(World.content(of: disk[id]?.node), at: id)
         let content = freshContent()
         note("user writes \(paths[id]) = \(content)")
         disk[id] = DiskItem(node: symlink ? .symlink(content) : .file(content), modifiedAt: tick())
@@ -49,7 +58,7 @@ extension World {
         guard disk[from] != nil else { return }
         for (old, new) in moveOnDisk(from, to: to) {
             owed.move(from: old, to: new)
-            owed.forbid(World.content(of: disk[new]?.node), at: old)
+            forbidIfKnown(World.content(of: disk[new]?.node), at: old)
             owed.allow(World.content(of: disk[new]?.node), at: new)
         }
     }

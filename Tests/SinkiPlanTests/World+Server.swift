@@ -20,7 +20,7 @@ extension World {
         }
         serverHead += 1
         let record = ServerRecord(tag: serverHead, node: node, modifiedAt: modifiedAt, movedFrom: movedFrom,
-                                  removed: node == nil ? current?.node : nil)
+                                  replaced: current?.node)
         server[id] = record
         return .saved(record)
     }

@@ -24,11 +24,11 @@ struct ServerRecord: Equatable {
     var node: Node?
     var modifiedAt: Int64
     var movedFrom: RecordPath?
-    /// A tombstone's deleted version (`RemoteEntry.removed`).
-    var removed: Node?
+    /// The version this one replaced (`RemoteEntry.replaced`).
+    var replaced: Node?
 
     var remoteEntry: RemoteEntry {
-        RemoteEntry(tag: ChangeTag(tag), node: node, modifiedAt: modifiedAt, movedFrom: movedFrom, removed: removed)
+        RemoteEntry(tag: ChangeTag(tag), node: node, modifiedAt: modifiedAt, movedFrom: movedFrom, replaced: replaced)
     }
 }
 
