@@ -11,9 +11,11 @@ public enum Planner {
         let synced = entries.base
 
         // Row 0: a change at the server below this path must come down, so the path must be a folder
-        // here, whatever else it is. Normally row 5 agrees; this row matters when the server holds a
-        // tree no longer (a create there raced a delete or a type change of its folder).
-        if state.below.remoteKept, local?.isFolder != true, !(remote.node == .folder && local == synced.node && local != nil) {
+        // here, whatever else it is; every version in the way is kept. It also serves a server that
+        // holds no tree for a moment (a create there raced a delete or a type change of its folder).
+        // An unchanged local file under a remote type change to a folder is row 5b's, deleted first.
+        let typeChangeThere = remote.node == .folder && local != nil && local == synced.node
+        if state.below.remoteKept, local?.isFolder != true, !typeChangeThere {
             return makeRoom(state, local: local, remote: remote, synced: synced)
         }
         // Row 1: both sides hold the same thing; only Synced may lag.
@@ -31,7 +33,7 @@ public enum Planner {
         case (false, _):
             return pull(state)
         case (true, true):
-            // Row 4: both changed. An edit always beats a delete.
+            // Rows 7-9: both changed. An edit always beats a delete.
             guard let local else { return pull(state) }
             guard let remoteNode = remote.node else { return push(state, base: remote.tag) }
             return settle(state, local: local, remote: remoteNode)
@@ -43,22 +45,15 @@ public enum Planner {
         let path = state.path
         let remote = state.entries.remoteOrAbsent
         guard let local = state.entries.local?.node else {
-            // Deleted here. A folder goes only once the server holds nothing below it, and not at all
-            // when a remote change below it must come down (edit beats delete).
-            if remote.node == .folder {
-                if state.below.remoteKept { return .makeLocalFolder(path, agree: remote) }
-                if state.below.remoteLive { return .wait(.childrenFirst) }
-            }
+            // Deleted here. A folder goes only once the server holds nothing below it (a remote
+            // change below brings it back: row 0).
+            if remote.node == .folder, state.below.remoteLive { return .wait(.childrenFirst) }
             return .sendDelete(path, base: base)
         }
         // The server keeps a tree too: a record's parent folder first.
         if let parent = state.parent, parent.remote?.node != .folder { return .wait(.parentFirst) }
-        if remote.node == .folder, !local.isFolder, state.below.remoteLive {
-            // A folder replaced here by a file: its remote contents go first, unless one of them changed
-            // there, which needs the folder back; the file then waits aside as a conflict copy.
-            if state.below.remoteKept { return .conflict(.keepLocalAside(path, expecting: local)) }
-            return .wait(.childrenFirst)
-        }
+        // A folder replaced here by a file: its remote contents go first (row 0 if one changed there).
+        if remote.node == .folder, !local.isFolder, state.below.remoteLive { return .wait(.childrenFirst) }
         if local.isFolder { return .makeRemoteFolder(path, base: base) }
         return .upload(Upload(path: path, node: local, base: base, movedFrom: localMove(state, local: local)))
     }
