@@ -142,11 +142,15 @@ extension World {
         }
     }
 
-    /// The first conflict-copy name free everywhere, in the path's own folder.
+    /// The first conflict-copy name free everywhere, in the path's own folder (the agent names it with
+    /// `SinkiMerge.ConflictName`; any free name beside the path will do here).
     private func freeCopy(of target: Int, modifiedAt: Int64) -> Int {
+        let path = paths[target]
+        let folder = path.parent?.string ?? path.root
         var attempt = 0
         while true {
-            let candidate = id(ConflictName.candidate(for: paths[target], device: "here", modifiedAt: modifiedAt, attempt: attempt))
+            let name = "\(path.name).sync-conflict-\(modifiedAt / 1_000_000_000)-here" + (attempt > 0 ? "-\(attempt)" : "")
+            let candidate = id(try! RecordPath(validating: folder + "/" + name))
             if isFree(candidate) { return candidate }
             attempt += 1
         }

@@ -136,13 +136,6 @@ import Testing
         local.localMoveSource = PathEntries(path: old, remote: remote(4, a), local: nil, synced: synced(4, a))
         #expect(Planner.plan(local) == .upload(Upload(path: path, node: a, base: .none, movedFrom: old)))
     }
-
-    @Test func conflictCopiesAreNamedBesideThePath() throws {
-        let copy = ConflictName.candidate(for: path, device: "laptop", modifiedAt: 1_746_094_500_000_000_000)
-        #expect(copy.string == "R/d/x.sync-conflict-20250501-101500-laptop.txt")
-        let second = ConflictName.candidate(for: try RecordPath(validating: "R/.hidden"), device: "a/b", modifiedAt: 0, attempt: 2)
-        #expect(second.string == "R/.hidden.sync-conflict-19700101-000000-a_b-2")
-    }
 }
 
 /// The merge base takes in what Remote shows of the shared history that Synced missed.
