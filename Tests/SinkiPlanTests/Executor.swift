@@ -82,7 +82,7 @@ extension World {
             guard diskParentIsFolder(target) else { return .failed("folder gone") }
             disk[source] = nil
             disk[target] = item
-            guard recording else { return unrecorded(item.node, at: target) }
+            guard recording else { return unrecordedWrite(item.node, at: target) }
             local[source] = nil
             local[target] = LocalEntry(item.node, modifiedAt: item.modifiedAt)
             synced[target] = SyncedEntry(remote)
@@ -109,7 +109,7 @@ extension World {
             let copy = freeCopy(of: target, modifiedAt: remote.modifiedAt)
             disk[copy] = DiskItem(node: node, modifiedAt: remote.modifiedAt)
             owed.move(from: target, to: copy)
-            guard recording else { return unrecorded(node, at: copy) }
+            guard recording else { return unrecordedWrite(node, at: copy) }
             local[copy] = LocalEntry(node, modifiedAt: remote.modifiedAt)
             synced[target] = SyncedEntry(remote)
             return .done
@@ -122,14 +122,12 @@ extension World {
         }
     }
 
-    /// A write done and not recorded: the agent does not know the version is there (see
-    /// `Owed.unacknowledged`).
-    private func unrecorded(_ node: Node?, at place: Int) -> Outcome {
-        if let content = World.content(of: node) {
-            owed.unacknowledged.append((content, place))
-            // Removed there before this stale write: to the agent it is an edit, and is sent.
-            owed.allow(content, at: place)
-        }
+    /// A write to disk done and not recorded: the agent takes the file it does not know it wrote for
+    /// a local edit. If the version is replaced at the server in two saves (a delete, then a create;
+    /// the feed shows only the second) before or after this stale write, it may come back.
+    private func unrecordedWrite(_ node: Node, at place: Int) -> Outcome {
+        owed.allow(World.content(of: node), at: place)
+        owed.unacknowledged(World.content(of: node), at: place, tag: .none)
         return .failed("fault after I/O")
     }
 
@@ -173,15 +171,18 @@ extension World {
         case let .saved(stored):
             // `sent` lets the agent know its own save when Remote next shows it; replaced again
             // before that (the feed keeps only the latest version), it cannot, and sends it again.
-            guard recording else { return unrecorded(stored.node, at: target) }
+            guard recording else {
+                owed.unacknowledged(World.content(of: stored.node), at: target, tag: ChangeTag(stored.tag))
+                return .failed("fault after I/O")
+            }
             remote[target] = stored.remoteEntry
             synced[target] = SyncedEntry(stored.remoteEntry)
             return .done
         case let .conflict(current):
             // The answer carries the server's record: Remote learns it, as from the feed.
             if recording {
-                remote[target] = current
                 sent[target] = nil
+                ingest(current, at: target)
             }
             return .failed("conflict at the server")
         case .refused:
@@ -199,7 +200,7 @@ extension World {
         guard let node = download.remote.node, !node.isFolder else { return .failed("bug: not a file") }
         if dropping, ruleDropsLosers(target) { owed.release(World.content(of: disk[target]?.node), at: target) }
         disk[target] = DiskItem(node: node, modifiedAt: download.remote.modifiedAt)
-        guard recording else { return unrecorded(node, at: target) }
+        guard recording else { return unrecordedWrite(node, at: target) }
         local[target] = LocalEntry(node, modifiedAt: download.remote.modifiedAt)
         synced[target] = SyncedEntry(download.remote)
         return .done

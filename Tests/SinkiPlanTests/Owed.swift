@@ -29,15 +29,29 @@ struct Owed {
     /// Paths whose removed versions may come back.
     var unchecked: Set<Int> = []
 
-    /// Versions this agent wrote (at the server, or on disk) without recording it: a kill between
-    /// the write and its transaction. Removed by someone else before the agent learns of them, they
-    /// look to it like an edit against a delete, and come back: edit beats delete, from what it can
-    /// know (docs/planner.md, "Questions for the wiring").
-    var unacknowledged: [(content: ContentHash, place: Int)] = []
+    /// Versions this agent saved at the server, or wrote on disk (tag `.none`), without recording
+    /// the answer (a kill between the write and its transaction). Replaced there twice before the agent reads the feed, which keeps only
+    /// the latest version, the agent cannot tell them from local edits, and sends them again: they
+    /// may come back, unless the agent saw a version that names them (`seen`).
+    private(set) var unacknowledged: [(content: ContentHash, place: Int, tag: ChangeTag)] = []
+    /// Unacknowledged saves the agent then read at the server (the lost answer, late): the ingest
+    /// records the agreement, so these must not come back.
+    private var seen: [(content: ContentHash, place: Int)] = []
+
+    mutating func unacknowledged(_ content: ContentHash?, at place: Int, tag: ChangeTag) {
+        guard let content else { return }
+        unacknowledged.append((content, place, tag))
+    }
+
+    /// Remote read `entry` at `place` (the feed, or a save's answer).
+    mutating func read(_ entry: RemoteEntry, at place: Int) {
+        for version in unacknowledged where version.place == place {
+            if entry.tag == version.tag { seen.append((version.content, version.place)) }
+        }
+    }
 
     mutating func forbid(_ content: ContentHash?, at place: Int) {
         guard let content else { return }
-        if unacknowledged.contains(where: { $0.content == content && $0.place == place }) { return }
         gone.append((content, place))
     }
 
@@ -49,7 +63,11 @@ struct Owed {
 
     /// A removed version found where it was removed from.
     func firstResurrected(in disk: [DiskItem?]) -> (ContentHash, Int)? {
-        gone.first { !unchecked.contains($0.place) && disk[$0.place].flatMap { World.content(of: $0.node) } == $0.content }.map { ($0.content, $0.place) }
+        gone.first { removed in
+            let unread = unacknowledged.contains { $0.content == removed.content && $0.place == removed.place }
+                && !seen.contains { $0 == removed }
+            return !unchecked.contains(removed.place) && !unread && disk[removed.place].flatMap { World.content(of: $0.node) } == removed.content
+        }.map { ($0.content, $0.place) }
     }
 
     /// A version found at none of its places.

@@ -25,13 +25,24 @@ extension World {
         return .saved(record)
     }
 
+    /// Remote takes a record read at the server. The agent's own save coming back (`sent`) is the
+    /// answer it lost: its outcome is recorded now, as the save's transaction would have.
+    func ingest(_ entry: RemoteEntry, at id: Int) {
+        remote[id] = entry
+        owed.read(entry, at: id)
+        if let mine = sent[id], entry.node == mine {
+            synced[id] = SyncedEntry(entry)
+            sent[id] = nil
+        }
+    }
+
     /// Reads up to `limit` records of the change feed, oldest first, into Remote (nil: all of them).
     func readFeed(limit: Int? = nil) {
         var pending = paths.indices.filter { (server[$0]?.tag ?? 0) > feedToken }
         pending.sort { server[$0]!.tag < server[$1]!.tag }
         if let limit, pending.count > limit { pending = Array(pending.prefix(limit)) }
         for id in pending {
-            remote[id] = server[id]!.remoteEntry
+            ingest(server[id]!.remoteEntry, at: id)
             feedToken = server[id]!.tag
         }
         if limit == nil { feedToken = serverHead }
