@@ -181,8 +181,9 @@ extension World {
         case let .conflict(current):
             // The answer carries the server's record: Remote learns it, as from the feed.
             if recording {
-                sent[target] = nil
+                // Our own save may be what answers (its first answer was lost): ingest knows it by `sent`.
                 ingest(current, at: target)
+                sent[target] = nil
             }
             return .failed("conflict at the server")
         case .refused:
