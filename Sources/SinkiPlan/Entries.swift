@@ -117,12 +117,13 @@ public struct PathEntries: Sendable, Equatable {
     public var remote: RemoteEntry?
     public var local: LocalEntry?
     public var synced: SyncedEntry?
-    /// A version this agent saved at the server and has not recorded the answer to (the executor
-    /// notes it before sending, and drops it when it records the outcome). Remote holding it is this
-    /// agent's own save, whose answer a kill or a lost connection swallowed.
-    public var sent: Node?
+    /// The versions this agent saved at the server and has not recorded an answer to (the executor
+    /// notes each before sending; a recorded outcome at the path drops them all, since Remote only
+    /// moves forward). Remote holding one is this agent's own save, whose answer a kill or a lost
+    /// connection swallowed; a newer send does not make an older one forgotten.
+    public var sent: [Node]
 
-    public init(path: RecordPath, remote: RemoteEntry? = nil, local: LocalEntry? = nil, synced: SyncedEntry? = nil, sent: Node? = nil) {
+    public init(path: RecordPath, remote: RemoteEntry? = nil, local: LocalEntry? = nil, synced: SyncedEntry? = nil, sent: [Node] = []) {
         self.path = path
         self.remote = remote
         self.local = local
@@ -142,7 +143,7 @@ public struct PathEntries: Sendable, Equatable {
         // Synced already holds this version of the record: it knows better (a file deleted here and
         // put back is a new local version, not the one the delete saw).
         guard let remote, remote.tag != base.tag else { return base }
-        if let sent, remote.node == sent { base.node = sent }
+        if let node = remote.node, sent.contains(node) { base.node = node }
         if let local, let replaced = remote.replaced, replaced == local.node { base.node = replaced }
         return base
     }

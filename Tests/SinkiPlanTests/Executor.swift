@@ -22,8 +22,6 @@ enum Outcome: Equatable {
 extension World {
     func execute(_ operation: Operation, fault: Fault) -> Outcome {
         let outcome = carryOut(operation, fault: fault)
-        // An agreement reached covers the save in flight.
-        for id in paths.indices where sent[id] != nil && synced[id]?.node == sent[id] { sent[id] = nil }
         if outcome == .done, let kind = OperationKind(operation) { completed[kind.rawValue] += 1 }
         return outcome
     }
@@ -160,7 +158,7 @@ extension World {
         let target = id(upload.path)
         guard disk[target]?.node == upload.node else { return .failed("changed here") }
         let replaced = server[target]?.node
-        sent[target] = upload.node
+        sent[target].append(upload.node)
         let answer = save(target, node: upload.node, base: upload.base, modifiedAt: disk[target]!.modifiedAt, movedFrom: upload.movedFrom)
         if dropping, ruleDropsLosers(target), case .saved = answer { owed.release(World.content(of: replaced), at: target) }
         return record(answer, at: target, recording: recording)
@@ -177,17 +175,19 @@ extension World {
             }
             remote[target] = stored.remoteEntry
             synced[target] = SyncedEntry(stored.remoteEntry)
+            // The newest send is answered: older ones have older tags, and Remote only moves forward.
+            sent[target] = []
             return .done
         case let .conflict(current):
             // The answer carries the server's record: Remote learns it, as from the feed.
             if recording {
                 // Our own save may be what answers (its first answer was lost): ingest knows it by `sent`.
                 ingest(current, at: target)
-                sent[target] = nil
+                sent[target] = []
             }
             return .failed("conflict at the server")
         case .refused:
-            if recording { sent[target] = nil }
+            if recording { sent[target] = [] }
             return .failed("move refused")
         }
     }

@@ -145,11 +145,11 @@ import Testing
 
     @Test func ownSaveWhoseAnswerWasLost() {
         // Sent, answer lost, then deleted here: the delete goes up, nothing comes back down.
-        let lost = PathEntries(path: path, remote: RemoteEntry(tag: ChangeTag(4), node: a), local: nil, synced: nil, sent: a)
+        let lost = PathEntries(path: path, remote: RemoteEntry(tag: ChangeTag(4), node: a), local: nil, synced: nil, sent: [a])
         #expect(Planner.plan(PathState(entries: lost)) == .sendDelete(path, base: ChangeTag(4)))
         // Without the note it is another device's new file.
         var unknown = lost
-        unknown.sent = nil
+        unknown.sent = []
         #expect(Planner.plan(PathState(entries: unknown)) == .download(Download(path: path, remote: unknown.remote!, expecting: nil)))
         // Still here: agreement, no I/O.
         var here = lost

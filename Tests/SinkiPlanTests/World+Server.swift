@@ -30,9 +30,9 @@ extension World {
     func ingest(_ entry: RemoteEntry, at id: Int) {
         remote[id] = entry
         owed.read(entry, at: id)
-        if let mine = sent[id], entry.node == mine {
+        if let node = entry.node, sent[id].contains(node) {
             synced[id] = SyncedEntry(entry)
-            sent[id] = nil
+            sent[id] = []
         }
     }
 

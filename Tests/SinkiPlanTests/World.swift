@@ -53,7 +53,7 @@ final class World {
     var local: [LocalEntry?] = []
     var synced: [SyncedEntry?] = []
     /// Saves made whose answer was not recorded (`PathEntries.sent`).
-    var sent: [Node?] = []
+    var sent: [[Node]] = []
     /// The change feed's position: every record with a tag up to here has been read into Remote.
     var feedToken: Int64 = 0
 
@@ -90,7 +90,7 @@ final class World {
         remote.append(nil)
         local.append(nil)
         synced.append(nil)
-        sent.append(nil)
+        sent.append([])
         return new
     }
 
