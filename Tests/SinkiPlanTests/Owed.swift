@@ -36,7 +36,7 @@ struct Owed {
     private(set) var unacknowledged: [(content: ContentHash, place: Int, tag: ChangeTag)] = []
     /// Unacknowledged saves the agent then read at the server (the lost answer, late): the ingest
     /// records the agreement, so these must not come back.
-    private var seen: [(content: ContentHash, place: Int)] = []
+    private var seen: [(content: ContentHash, place: Int, tag: ChangeTag)] = []
 
     mutating func unacknowledged(_ content: ContentHash?, at place: Int, tag: ChangeTag) {
         guard let content else { return }
@@ -46,7 +46,7 @@ struct Owed {
     /// Remote read `entry` at `place` (the feed, or a save's answer).
     mutating func read(_ entry: RemoteEntry, at place: Int) {
         for version in unacknowledged where version.place == place {
-            if entry.tag == version.tag { seen.append((version.content, version.place)) }
+            if entry.tag == version.tag { seen.append(version) }
         }
     }
 
@@ -64,8 +64,11 @@ struct Owed {
     /// A removed version found where it was removed from.
     func firstResurrected(in disk: [DiskItem?]) -> (ContentHash, Int)? {
         gone.first { removed in
-            let unread = unacknowledged.contains { $0.content == removed.content && $0.place == removed.place }
-                && !seen.contains { $0 == removed }
+            // Each write on its own: reading a later save of the same bytes does not undo the excuse
+            // of an earlier write the agent never learnt of.
+            let unread = unacknowledged.contains { version in
+                version.content == removed.content && version.place == removed.place && !seen.contains { $0 == version }
+            }
             return !unchecked.contains(removed.place) && !unread && disk[removed.place].flatMap { World.content(of: $0.node) } == removed.content
         }.map { ($0.content, $0.place) }
     }
