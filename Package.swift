@@ -37,6 +37,8 @@ let package = Package(
         .target(name: "SinkiState", dependencies: ["CSystemShim", "CUV", "SinkiConfig", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiSupport", "SinkiWatch"], swiftSettings: strict),
         .target(name: "SinkiMerge", dependencies: ["CSystemShim", "SinkiConfig", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiConfig", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
+        // The pure planner of issue 21: three trees (Remote, Local, Synced) in, the next operation out.
+        .target(name: "SinkiPlan", dependencies: ["SinkiRecord"], swiftSettings: strict),
         .target(name: "SinkiServer", dependencies: ["CMicroHTTPD", "CPQ", "CMicroHTTPDShim", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiControl", dependencies: ["CSocketShim", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiAgent", dependencies: ["CSystemShim", "SinkiConfig", "SinkiControl", "SinkiLoop", "SinkiMerge", "SinkiRecord", "SinkiServer", "SinkiState", "SinkiSupport", "SinkiTransfer", "SinkiWatch"], swiftSettings: strict),
@@ -55,6 +57,7 @@ let package = Package(
         .testTarget(name: "SinkiMergeTests", dependencies: ["SinkiMerge", "SinkiConfig", "SinkiRecord", "SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiConfigTests", dependencies: ["SinkiConfig", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiServerTests", dependencies: ["SinkiServer", "SinkiRecord", "SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SinkiPlanTests", dependencies: ["SinkiPlan", "SinkiRecord"], swiftSettings: strict),
         .testTarget(name: "SinkiAgentTests", dependencies: ["SinkiAgent", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiControlTests", dependencies: ["SinkiControl", "SinkiLoop", "SinkiRecord", "SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiCLITests", dependencies: ["SinkiCLI", "SinkiConfig", "SinkiControl", "SinkiRecord", "SinkiTestSupport"], exclude: ["Fixtures"], swiftSettings: strict),
