@@ -35,6 +35,9 @@ struct DigestCheckState {
     /// The last check could not reach the server: the pull loop asks for its next page without
     /// waiting, and checks again after it.
     var recheck = false
+    /// The last check was refused by a rate limit: once the limit has passed, the pull loop checks
+    /// again before it asks for its next page.
+    var checkFirst = false
 
     /// Rounds of descent and repair in one check; a mismatch left after them is shown as an error.
     static let rounds = 3
@@ -83,6 +86,13 @@ extension Agent {
             digests.recheck = true
         } catch {
             digests.failure = "cannot compare with the server: \(error)"
+            // A refused token or a rate limit is waited out like any request's (the pull loop waits for
+            // access), and the check alone goes first then: a feed page before it would spend the budget
+            // the check needs, round after round.
+            if let error = error as? SyncError, noteAccess(error) {
+                digests.checkFirst = true
+                return
+            }
             digests.recheck = true
             if error is SyncError { logger.warning(digests.failure!) } else { logger.error(digests.failure!) }
         }
@@ -116,9 +126,13 @@ extension Agent {
         guard let replica, let client else { throw CancellationError() }
         var all: [RemoteMismatch] = []
         for (index, root) in configuration.roots.enumerated() where control.safetyStops[index] == nil {
+            // The copy first, then the server: an answer to this agent's own save that lands in between
+            // is on the server already when it is asked, and shows as a change the feed has yet to bring.
+            var here = try await replica.remoteFolder(root.name)
+            let readThrough = try await replica.feedPosition()
             let reply = try await client.digests(of: root.name, children: false)
-            let here = try await replica.remoteFolder(reply.folder.path)
-            switch try await compare(reply.folder, here) {
+            if !PathText.same(reply.folder.path, root.name) { here = try await replica.remoteFolder(reply.folder.path) }
+            switch try await compare(reply.folder, here, readThrough: readThrough) {
             case .matched: continue
             case .behind: return nil
             case let .repaired(found): all += found
@@ -129,9 +143,12 @@ extension Agent {
     }
 
     /// Compares one folder's digests: the same, behind (the server has changes the feed has not
-    /// brought), or different, when the descent finds and repairs what differs.
-    private func compare(_ server: FolderDigest, _ here: RemoteFolder) async throws -> DigestComparison {
-        if server.head > here.head { return .behind }
+    /// brought), or different, when the descent finds and repairs what differs. The feed brings every
+    /// change in order, so the copy is complete up to the feed position (`readThrough`); the answer to
+    /// this agent's own save may put a newer one in it before the feed does, which is why the copy's
+    /// own head does not say how far it was read.
+    private func compare(_ server: FolderDigest, _ here: RemoteFolder, readThrough: Int64) async throws -> DigestComparison {
+        if server.head > readThrough { return .behind }
         if server.head < here.head { throw ServerWentBack(folder: server.path, serverHead: server.head, readHead: here.head) }
         if server.digest == here.digest.hex { return .matched }
         logger.error("this agent's copy of the server's records under \(quoted(server.path)) differs from the server's "
@@ -146,10 +163,15 @@ extension Agent {
         var queue = [folder]
         var found: [RemoteMismatch] = []
         while !queue.isEmpty, !stopping {
-            let reply = try await client.digests(of: queue.removeFirst(), children: true)
-            let path = reply.folder.path
+            let asked = queue.removeFirst()
             var mine: [String: RemoteFolder] = [:]
-            for child in try await replica.remoteChildren(of: path) { mine[child.path] = child }
+            for child in try await replica.remoteChildren(of: asked) { mine[child.path] = child }
+            let reply = try await client.digests(of: asked, children: true)
+            let path = reply.folder.path
+            if !PathText.same(path, asked) {
+                mine = [:]
+                for child in try await replica.remoteChildren(of: path) { mine[child.path] = child }
+            }
             for child in reply.children ?? [] {
                 if child.digest != (mine.removeValue(forKey: child.path)?.digest ?? .empty).hex { queue.append(child.path) }
             }
@@ -176,7 +198,7 @@ extension Agent {
                 listedAt = Self.tag(of: page.token) ?? .max
                 floor = page.floor ?? 0
             }
-            records += page.records.filter { PathText.same(Self.folder(of: $0.path), folder) }
+            records += page.records.filter { PathText.same(PathText.folder(of: $0.path), folder) }
             guard page.more, let last = page.records.last?.path else { break }
             after = last
         }
@@ -208,7 +230,7 @@ extension Agent {
               transfers.moving.isEmpty, let replica else { return }
         digests.lookingHeld = true
         defer { digests.lookingHeld = false }
-        guard await replica.isSettled else { return }
+        guard await replica.isSettledBesideConflicts else { return }
         do {
             let applied = try await applyNotHeld()
             // Applied again: the look runs once more when that has settled (a held version is not looked at twice).
@@ -281,12 +303,6 @@ extension Agent {
         guard let entry else { return "nothing" }
         if entry.type == Record.directoryType { return "a folder (version \(entry.changeTag))" }
         return "version \(entry.changeTag) (\(entry.size) bytes, \(entry.contentID.prefix(12))…)"
-    }
-
-    /// The folder a record path is in.
-    static func folder(of path: String) -> String {
-        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "" }
-        return String(Substring(path.utf8[..<slash]))
     }
 }
 

@@ -25,6 +25,12 @@ extension Agent {
                 await waitForAccess()
                 continue
             }
+            if digests.checkFirst {
+                digests.checkFirst = false
+                await checkWithServer()
+                await sayIfUpToDate()
+                continue
+            }
             let pending = prefetched
             prefetched = nil
             var upcoming: Task<RecordPage, any Error>?

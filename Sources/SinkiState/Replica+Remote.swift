@@ -17,6 +17,12 @@ public struct RemoteRepair: Sendable, Equatable {
 }
 
 extension Replica {
+    /// The change tag of the feed position applied (0: none yet): every record up to it has been read
+    /// in order; the Remote tree may also hold newer ones, from the answers to this agent's own saves.
+    public func feedPosition() throws -> Int64 {
+        try store.meta(MetaKey.feedToken).flatMap { $0.split(separator: ".").last.flatMap { Int64($0) } } ?? 0
+    }
+
     /// The digests of one folder of the Remote tree (zero for a folder that never held a record).
     public func remoteFolder(_ path: String) throws -> RemoteFolder {
         try store.remoteFolder(path) ?? RemoteFolder(path: path)
@@ -33,9 +39,14 @@ extension Replica {
     /// Rows newer than the listing (above `listedAt`, the server's position before it was read) are
     /// left alone: the feed or an acknowledgement brought them since, and the listing cannot speak
     /// for them.
+    ///
+    /// Only versions up to the feed position applied are compared (`readThrough`): a newer one on either
+    /// side (the server moved on meanwhile, or the answer to this agent's own push came first) is on its
+    /// way through the feed, and says nothing about what the feed brought.
     public func repairRemote(folder: String, server records: [Record], floor: Int64, listedAt: Int64) throws -> RemoteRepair {
+        let readThrough = min(listedAt, try feedPosition())
         var theirs: [PathKey: Record] = [:]
-        for record in records where PathText.same(Self.folder(of: record.path), folder) { theirs[PathKey(record.path)] = record }
+        for record in records where PathText.same(PathText.folder(of: record.path), folder) { theirs[PathKey(record.path)] = record }
         var mine: [PathKey: RemoteEntry] = [:]
         for entry in try store.remoteEntries(directlyIn: folder) { mine[PathKey(entry.path)] = entry }
         var repair = RemoteRepair()
@@ -44,7 +55,7 @@ extension Replica {
         for key in Set(theirs.keys).union(mine.keys) {
             let server = theirs[key].map(RemoteEntry.init), here = mine[key]
             let path = server?.path ?? here!.path
-            if let here, here.changeTag > listedAt { continue }
+            if (here?.changeTag ?? 0) > readThrough || (server?.changeTag ?? 0) > readThrough { continue }
             if server?.liveContent != here?.liveContent {
                 repair.mismatched.append(RemoteMismatch(path: path, server: server?.deleted == false ? server : nil,
                                                         here: here?.deleted == false ? here : nil))
@@ -79,12 +90,6 @@ extension Replica {
         }
     }
 
-    /// The folder a record path is in (its root name for a path directly in the root).
-    static func folder(of path: String) -> String {
-        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "" }
-        return String(Substring(path.utf8[..<slash]))
-    }
-
     /// Versions of the Remote tree read after change tag `tag` that the rows here do not hold: the
     /// server's word taken in but never carried out (a record whose outcome was lost), which would
     /// leave this folder silently different while everything else agrees. Left out: paths with a local
@@ -98,7 +103,7 @@ extension Replica {
         try store.transaction {
             // Up to the feed position applied: a version a listing or a conflict brought before the feed
             // did is still on its way through it.
-            let applied = try store.meta(MetaKey.feedToken).flatMap { $0.split(separator: ".").last.flatMap { Int64($0) } } ?? 0
+            let applied = try feedPosition()
             through = max(tag, min(applied, try store.database.scalar("SELECT max(change_tag) FROM remote") ?? 0))
             try store.database.query("""
                 SELECT r.path, r.change_tag, r.deleted, r.type, r.sha256, r.size, r.moved_from,

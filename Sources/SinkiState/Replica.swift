@@ -226,6 +226,16 @@ public actor Replica {
     /// Nothing local to send and nothing remote to apply (cheap: it looks at one row of each).
     public var isSettled: Bool { !store.hasEntriesToSend && !store.hasUnapplied }
 
+    /// `isSettled`, but for local changes held by a conflict waiting for `sinkid resolve`: those are no
+    /// work under way (they go only once it is resolved).
+    public var isSettledBesideConflicts: Bool {
+        let sending = (try? store.database.scalar("""
+            SELECT EXISTS (SELECT 1 FROM outbox o WHERE o.last_error IS NULL
+                           AND NOT EXISTS (SELECT 1 FROM conflicts c WHERE c.path = o.path))
+            """)) == 1
+        return !sending && !store.hasUnapplied
+    }
+
     public func knownFile(_ path: String) throws -> KnownFile? { try store.file(path) }
 
     /// Makes the next look at `path` read and hash it whatever its stat says: its content was found to

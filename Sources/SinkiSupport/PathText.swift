@@ -29,6 +29,12 @@ public enum PathText {
         return String(Substring(path.utf8[path.utf8.index(after: slashIndex)...]))
     }
 
+    /// The part of `path` before its last `/` (the folder a record path is in; empty without one).
+    public static func folder(of path: String) -> String {
+        guard let slashIndex = path.utf8.lastIndex(of: slash) else { return "" }
+        return String(Substring(path.utf8[..<slashIndex]))
+    }
+
     /// Whether two paths are the same bytes.
     public static func same(_ left: String, _ right: String) -> Bool { left.utf8.elementsEqual(right.utf8) }
 }
