@@ -70,12 +70,14 @@ import Testing
     @Test func aRepairSetsTheFolderToTheServersRecordsAndSaysWhatDiffered() async throws {
         let fixture = try Fixture()
         _ = try await fixture.replica.apply([remote("Saves/kept.txt", "same", tag: 1), remote("Saves/gone.txt", "lost on the server", tag: 2),
-                                             remote("Saves/old.txt", "old", tag: 3)], token: "s.3")
+                                             remote("Saves/old.txt", "old", tag: 3)], token: "s.5")
         #expect(fixture.read("gone.txt") == "lost on the server")
         let before = try await fixture.replica.remoteFolder("Saves")
-        // The server holds kept.txt as read, a newer old.txt, and nothing at gone.txt (it lost it).
+        // The server holds kept.txt as read, a newer old.txt, and nothing at gone.txt (it lost it); later.txt
+        // is past the feed position (5): on its way through the feed, no difference.
         let server = [remote("Saves/kept.txt", "same", tag: 1), remote("Saves/old.txt", "new", tag: 4)]
-        let repair = try await fixture.replica.repairRemote(folder: "Saves", server: server, floor: 0, listedAt: 4)
+        let repair = try await fixture.replica.repairRemote(folder: "Saves", server: server + [remote("Saves/later.txt", "later", tag: 9)],
+                                                            floor: 0, listedAt: 9)
         #expect(repair.mismatched.map(\.path) == ["Saves/gone.txt", "Saves/old.txt"])
         #expect(repair.mismatched.first?.server == nil && repair.mismatched.first?.here?.changeTag == 2)
         // A newer version is applied through the normal path; the file the server lost is sent again.
