@@ -23,9 +23,9 @@ import Testing
     @Test func statusIsNeverUpToDateWhileAFileIsDownloading() async throws {
         let cluster = Cluster("sinki-digest-download")
         try cluster.startServer()
-        // b reads through a proxy that holds every 64 KiB for 40 ms: its download takes seconds.
+        // b reads through a proxy that holds every 64 KiB for 80 ms: its download takes several seconds.
         let slow = try FaultProxy(label: "slow", targetPort: cluster.serverPort, seed: 1,
-                                  script: Array(repeating: .delay(milliseconds: 40), count: 400))
+                                  script: Array(repeating: .delay(milliseconds: 80), count: 400))
         defer { slow.stop() }
         try cluster.startAgent("a")
         try cluster.startAgent("b", server: slow.url)
@@ -34,7 +34,8 @@ import Testing
         }
         try writeFile(cluster.root("a") + "/big.bin", Self.random(24 << 20, seed: 7))
         var seenMoving = false
-        try await waitUntil("b to be downloading big.bin", timeout: 30) {
+        // a's upload comes first; on a machine busy with other tests it takes a while.
+        try await waitUntil("b to be downloading big.bin", timeout: 120) {
             let status = try statusJSON(cluster, "b")
             guard case let .array(transfers)? = status["transfers"],
                   let moving = transfers.first(where: { $0["direction"] == .string("download") && $0["failed"] == .null }),
@@ -46,8 +47,8 @@ import Testing
             return true
         }
         #expect(seenMoving)
-        try await cluster.waitForConvergence("a", "b", timeout: 60) { $0.entries.count == 1 }
-        try await waitUntil("b to call itself up to date again", timeout: 15) {
+        try await cluster.waitForConvergence("a", "b", timeout: 120) { $0.entries.count == 1 }
+        try await waitUntil("b to call itself up to date again", timeout: 30) {
             try statusJSON(cluster, "b")["agent"]?["state"] == .string("up-to-date")
         }
     }
