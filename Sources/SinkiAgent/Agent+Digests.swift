@@ -195,7 +195,7 @@ extension Agent {
         while true {
             let page = try await client.list(prefix: folder, after: after, limit: VerifyState.page)
             if after == nil {
-                listedAt = Self.tag(of: page.token) ?? .max
+                listedAt = FeedToken.tag(of: page.token) ?? .max
                 floor = page.floor ?? 0
             }
             records += page.records.filter { PathText.same(PathText.folder(of: $0.path), folder) }

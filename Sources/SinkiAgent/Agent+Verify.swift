@@ -90,7 +90,7 @@ extension Agent {
         guard let replica, let client else { throw CancellationError() }
         var differing: [String] = []
         var head: String?
-        let applied = Self.tag(of: try await replica.feedToken(server: feedKey))
+        let applied = FeedToken.tag(of: try await replica.feedToken(server: feedKey))
         for (index, root) in configuration.roots.enumerated() where control.safetyStops[index] == nil {
             // Local truth first: what the disk holds now is in the database before it is compared.
             let scan = try await replica.reconcile(root: index, under: "", progress: pushProgress)
@@ -101,7 +101,7 @@ extension Agent {
                 connected()
                 if head == nil { head = page.token }
                 // Against a store made afresh, tags agreed with the old one compare with nothing.
-                let listedAt = storeReplaced ? .max : Self.tag(of: head) ?? .max
+                let listedAt = storeReplaced ? .max : FeedToken.tag(of: head) ?? .max
                 let last = page.more ? page.records.last?.path : nil
                 // After the server forgot our position, everything up to the listing is ours to bring in.
                 let appliedUpTo = storeReplaced ? .max : adoptHead ? listedAt : (applied ?? .max)
@@ -152,11 +152,6 @@ extension Agent {
         return repaired
     }
 
-    /// The change tag a feed token (`STORE.TAG`) stands at; nil for none.
-    static func tag(of token: String?) -> Int64? {
-        guard let token, let dot = token.lastIndex(of: ".") else { return nil }
-        return Int64(token[token.index(after: dot)...])
-    }
 
     /// Between rounds: what the repairs queued is sent and what they kept aside is tried again, so
     /// that the next round finds them done.

@@ -223,3 +223,12 @@ private func readNames(_ reader: inout JSONReader, key wanted: String) throws ->
     guard let names else { throw RecordFieldError(field: wanted, message: "missing") }
     return names
 }
+
+/// A change-feed token as clients see it (`STORE.TAG`, opaque but for its tag).
+public enum FeedToken {
+    /// The change tag a token stands at; nil for none, or for text that is not a token.
+    public static func tag(of token: String?) -> Int64? {
+        guard let token, let dot = token.utf8.lastIndex(of: UInt8(ascii: ".")) else { return nil }
+        return Int64(String(Substring(token.utf8[token.utf8.index(after: dot)...])) ?? "")
+    }
+}

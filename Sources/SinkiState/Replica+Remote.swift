@@ -20,7 +20,7 @@ extension Replica {
     /// The change tag of the feed position applied (0: none yet): every record up to it has been read
     /// in order; the Remote tree may also hold newer ones, from the answers to this agent's own saves.
     public func feedPosition() throws -> Int64 {
-        try store.meta(MetaKey.feedToken).flatMap { $0.split(separator: ".").last.flatMap { Int64($0) } } ?? 0
+        FeedToken.tag(of: try store.meta(MetaKey.feedToken)) ?? 0
     }
 
     /// The digests of one folder of the Remote tree (zero for a folder that never held a record).
