@@ -29,7 +29,8 @@ import Testing
         defer { slow.stop() }
         try cluster.startAgent("a")
         try cluster.startAgent("b", server: slow.url)
-        try await waitUntil("b to call itself up to date", timeout: 15) {
+        // A machine busy with every other suite's first moments can take a while over the first check.
+        try await waitUntil("b to call itself up to date", timeout: 60) {
             try statusJSON(cluster, "b")["agent"]?["state"] == .string("up-to-date")
         }
         try writeFile(cluster.root("a") + "/big.bin", Self.random(24 << 20, seed: 7))
@@ -48,7 +49,7 @@ import Testing
         }
         #expect(seenMoving)
         try await cluster.waitForConvergence("a", "b", timeout: 120) { $0.entries.count == 1 }
-        try await waitUntil("b to call itself up to date again", timeout: 30) {
+        try await waitUntil("b to call itself up to date again", timeout: 60) {
             try statusJSON(cluster, "b")["agent"]?["state"] == .string("up-to-date")
         }
     }
@@ -86,7 +87,10 @@ import Testing
         try writeFile(cluster.root("b") + "/later.txt", "after the restore")
         try await cluster.waitForConvergence("a", "b", timeout: 10) { $0.entries.count == 3 }
         #expect(!TreeSnapshot(cluster.root("a")).entries.keys.contains { $0.contains(".sync-conflict-") })
-        #expect(cluster.agent("a")?.errors.contains("the server went back to an older copy of its data") == true)
+        // Whichever agent reads first finds it and sends new.txt again; the other may then find the
+        // server's head where it left it, with nothing to tell.
+        let told = ["a", "b"].filter { cluster.agent($0)?.errors.contains("the server went back to an older copy of its data") == true }
+        #expect(!told.isEmpty, "an agent says the server went back")
     }
 
     /// A server that loses a record behind the agents' backs (its digests made again from what it
