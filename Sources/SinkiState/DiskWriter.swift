@@ -23,10 +23,11 @@ enum DiskWriter {
             if fd >= 0 {
                 let file = FileDescriptor(raw: fd, path: parentPath + "/" + name)
                 try fill(file, bytes: bytes, mode: wanted, modifiedAt: modifiedAt)
-                willAppear(try file.stat().inode)
+                let written = try file.stat()
+                willAppear(written.inode)
                 try syscall("link", path: file.path) { linkat(AT_FDCWD, "/proc/self/fd/\(fd)", parent, name, AT_SYMLINK_FOLLOW) }
                 // After the link: it changed the ctime the database keeps.
-                return try file.stat()
+                return try placed(file, written: written)
             }
             // File systems without O_TMPFILE take the temporary-name path below.
             guard errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL || errno == ENOENT else {
@@ -40,10 +41,11 @@ enum DiskWriter {
         let file = FileDescriptor(raw: fd, path: parentPath + "/" + temp)
         do {
             try fill(file, bytes: bytes, mode: wanted, modifiedAt: modifiedAt)
+            let written = try file.stat()
             willAppear(nil)
             try replace(parent: parent, parentPath: parentPath, temp: temp, name: name, expect: expect)
             // Still open: the stat after the rename (which changed its ctime) without a lookup.
-            return try file.stat()
+            return try placed(file, written: written)
         } catch {
             unlinkat(parent, temp, 0)
             throw error
@@ -103,11 +105,12 @@ enum DiskWriter {
                 let mine = try FileDescriptor.open(sourceDirectory + "/" + claimed, flags: O_RDONLY | O_NOFOLLOW)
                 try syscall("fchmod", path: mine.path) { fchmod(mine.raw, wanted) }
                 try mine.setModified(modifiedAt)
+                let written = try mine.stat()
                 willAppear()
                 let replaced = holdLargeVersion(parent: parent, name: name, expect: expect)
                 defer { releaseLater(replaced) }
                 try replace(parent: parent, parentPath: parentPath, temp: claimed, name: name, expect: expect, from: directory.raw)
-                return try mine.stat()
+                return try placed(mine, written: written)
             } catch {
                 // Back under its name for the next attempt, unless another fetch put one there meanwhile.
                 if linkat(directory.raw, claimed, directory.raw, sourceName, 0) == 0 || errno == EEXIST { unlinkat(directory.raw, claimed, 0) }
@@ -125,13 +128,25 @@ enum DiskWriter {
                 try syscall("fchmod", path: file.path) { fchmod(file.raw, wanted) }
             }
             try file.setModified(modifiedAt)
+            let written = try file.stat()
             willAppear()
             try replace(parent: parent, parentPath: parentPath, temp: temp, name: name, expect: expect)
-            return try file.stat()
+            return try placed(file, written: written)
         } catch {
             unlinkat(parent, temp, 0)
             throw error
         }
+    }
+
+    /// The stat to record for a file just put in place: taken after the rename or link (which moved
+    /// its ctime), unless a program wrote the file in the moment since it appeared. Then the stat of
+    /// what was written is kept, so the row does not take that edit for the version applied: the next
+    /// look at the disk finds it changed and sends it, and a remote delete does not remove it (the
+    /// fault suite's seed 5: an append right after a download was deleted by the next tombstone).
+    static func placed(_ file: FileDescriptor, written: FileStat) throws(SystemError) -> FileStat {
+        let now = try file.stat()
+        guard now.size == written.size, now.mtime == written.mtime, now.inode == written.inode, now.mode == written.mode else { return written }
+        return now
     }
 
     /// Files at least this large are let go off the apply's thread when a new version replaces them.

@@ -33,4 +33,24 @@ import Testing
         #expect(UInt64(placed.st_ino) == stat.inode, "the stat returned is the file in place")
         #expect(FileManager.default.fileExists(atPath: downloads + "/" + name), "the other fetch's file stays for its own apply")
     }
+
+    /// The fault suite's seed 5: a program appended to a file in the moment after a download put it in
+    /// place. The stat recorded must be the version written, not the appended one, or the row takes the
+    /// edit for the version applied and the next remote delete removes it.
+    @Test func aFileWrittenJustAfterItIsPlacedIsNotRecordedAsTheVersionApplied() throws {
+        let directory = TemporaryDirectory("sinki-diskwriter")
+        let path = directory.child("game.save")
+        try Data("the version applied".utf8).write(to: URL(fileURLWithPath: path))
+        let file = try FileDescriptor.open(path, flags: O_RDONLY)
+        let written = try file.stat()
+        // Nothing happened meanwhile: the stat now (after a rename would have moved the ctime) is kept.
+        #expect(try DiskWriter.placed(file, written: written) == file.stat())
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        handle.seekToEndOfFile()
+        handle.write(Data(" and the user's append".utf8))
+        try handle.close()
+        let recorded = try DiskWriter.placed(file, written: written)
+        #expect(recorded == written, "the version written, so the next look finds the append")
+        #expect(try file.stat().size != recorded.size)
+    }
 }
