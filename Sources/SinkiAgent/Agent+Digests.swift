@@ -38,6 +38,16 @@ struct DigestCheckState {
     /// The last check was refused by a rate limit: once the limit has passed, the pull loop checks
     /// again before it asks for its next page.
     var checkFirst = false
+    /// Versions not held here because a later version renamed them away, by path: the version's tag
+    /// and when it was first found so. The renamer's tombstone for the old path usually follows
+    /// within moments; one that has not come after `renameGrace` never will (concurrent renames of
+    /// a file and of its folder), and the version is applied again rather than left missing here.
+    var movedAwaySince: [String: (tag: Int64, since: Int64)] = [:]
+    /// When the look that a timer brings is due (monotonic), if one is set.
+    var movedAwayLookDue: Int64?
+
+    /// How long a version renamed away waits for its old path's tombstone.
+    static let renameGrace: Int64 = 15_000_000_000
 
     /// Rounds of descent and repair in one check; a mismatch left after them is shown as an error.
     static let rounds = 3
@@ -232,9 +242,10 @@ extension Agent {
         defer { digests.lookingHeld = false }
         guard await replica.isSettledBesideConflicts else { return }
         do {
-            let applied = try await applyNotHeld()
-            // Applied again: the look runs once more when that has settled (a held version is not looked at twice).
-            if applied == 0 && digests.stuck.isEmpty { digests.heldVerified = true }
+            let unsettled = try await applyNotHeld()
+            // Applied again: the look runs once more when that has settled (a held version is not looked
+            // at twice); waiting for a tombstone: when it comes, or when its grace ends.
+            if unsettled == 0 && digests.stuck.isEmpty { digests.heldVerified = true }
         } catch {
             logger.warning("cannot look at the versions read from the server: \(error)")
         }
@@ -243,12 +254,28 @@ extension Agent {
     /// Applies again the versions read from the server that the rows here do not hold: each one a
     /// defect (logged at ERROR and counted), which left alone would keep this folder silently
     /// different. A version that still is not held after that is shown in status, not tried forever.
-    /// Returns how many were applied again.
+    /// Returns how many were applied again or still wait for a rename's tombstone (none: all held).
     private func applyNotHeld() async throws -> Int {
         guard let replica, let client else { throw CancellationError() }
-        let (entries, through) = try await replica.remoteNotHeld(after: digests.heldThrough, limit: DigestCheckState.heldBatch)
+        let (found, movedAway, through) = try await replica.remoteNotHeld(after: digests.heldThrough, limit: DigestCheckState.heldBatch)
         var records: [Record] = []
         var lowest = through
+        var entries = found
+        let now = Clock.monotonic()
+        var waiting: [String: (tag: Int64, since: Int64)] = [:]
+        for entry in movedAway {
+            let since = digests.movedAwaySince[entry.path].flatMap { $0.tag == entry.changeTag ? $0.since : nil } ?? now
+            if now - since >= DigestCheckState.renameGrace {
+                logger.error("\(quoted(entry.path)): version \(entry.changeTag) was renamed away here, but the old path's delete never came "
+                             + "from the side that renamed it; taking the version again")
+                entries.append(entry)
+            } else {
+                waiting[entry.path] = (entry.changeTag, since)
+                lowest = min(lowest, entry.changeTag - 1)
+            }
+        }
+        digests.movedAwaySince = waiting
+        scheduleMovedAwayLook()
         for entry in entries {
             if digests.retriedNotHeld[entry.path] == entry.changeTag {
                 if digests.stuck.insert(entry.path).inserted {
@@ -264,11 +291,29 @@ extension Agent {
         }
         digests.heldThrough = lowest
         for path in digests.stuck where !entries.contains(where: { PathText.same($0.path, path) }) { digests.stuck.remove(path) }
-        guard !records.isEmpty else { return 0 }
+        // Still waiting for a tombstone: not settled, so not up to date, until it comes or the grace ends.
+        guard !records.isEmpty else { return waiting.count }
         digests.counts.lateApplied += records.count
         try await replica.saveDigestCounts(digests.counts)
         try await applyRemote(records, token: nil)
         return records.count
+    }
+
+    /// Looks at the versions read once more when the first one renamed away here passes its grace,
+    /// unless the feed brought something (its tombstone, say) before: every new page looks again.
+    private func scheduleMovedAwayLook() {
+        guard let first = digests.movedAwaySince.values.map(\.since).min(), let sleeper else { return }
+        let due = first + DigestCheckState.renameGrace
+        // A look already comes by then (it schedules the next one itself).
+        if let set = digests.movedAwayLookDue, set <= due { return }
+        digests.movedAwayLookDue = due
+        let milliseconds = UInt64(max(0, due - Clock.monotonic()) / 1_000_000) + 1
+        Task {
+            let slept = await sleeper.sleep(milliseconds: milliseconds)
+            if self.digests.movedAwayLookDue == due { self.digests.movedAwayLookDue = nil }
+            guard slept else { return }
+            await self.sayIfUpToDate()
+        }
     }
 
     /// Fills the Remote tree of a database that predates it with one full listing of the server (the

@@ -94,43 +94,68 @@ extension Replica {
     /// server's word taken in but never carried out (a record whose outcome was lost), which would
     /// leave this folder silently different while everything else agrees. Left out: paths with a local
     /// change queued (the push settles them), remote changes kept as not applied (they say why), paths
-    /// waiting for `sinkid resolve`, ignored paths and roots not synced here. Returns at most `limit`,
-    /// and the highest tag looked at (the next look starts after it when fewer than `limit` came back).
-    public func remoteNotHeld(after tag: Int64, limit: Int) throws -> (entries: [RemoteEntry], through: Int64) {
+    /// waiting for `sinkid resolve`, ignored paths and roots not synced here. Returned apart
+    /// (`movedAway`): versions that a later version renamed away (they or a folder above), whose old
+    /// path the renamer's tombstone is to end; the caller gives that tombstone a while to come. Returns
+    /// at most `limit` in all, and the highest tag looked at (the next look starts after it when fewer
+    /// than `limit` came back).
+    public func remoteNotHeld(after tag: Int64, limit: Int) throws -> (entries: [RemoteEntry], movedAway: [RemoteEntry], through: Int64) {
         var through = tag
         var out: [RemoteEntry] = []
+        var movedAway: [RemoteEntry] = []
         var candidates: [RemoteEntry] = []
         try store.transaction {
             // Up to the feed position applied: a version a listing or a conflict brought before the feed
             // did is still on its way through it.
             let applied = try feedPosition()
             through = max(tag, min(applied, try store.database.scalar("SELECT max(change_tag) FROM remote") ?? 0))
-            try store.database.query("""
-                SELECT r.path, r.change_tag, r.deleted, r.type, r.sha256, r.size, r.moved_from,
-                       f.path IS NOT NULL, f.present, f.tag, f.synced_deleted, f.synced_sha256
-                FROM remote r LEFT JOIN files f ON f.path = r.path
-                WHERE r.change_tag > ? AND r.change_tag <= ?
-                  AND (f.path IS NULL AND r.deleted = 0 OR f.path IS NOT NULL AND f.tag <= r.change_tag AND NOT (r.deleted = 1 AND f.present = 0))
-                  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.path = r.path)
-                  AND NOT EXISTS (SELECT 1 FROM unapplied u WHERE u.path = r.path)
-                  AND NOT EXISTS (SELECT 1 FROM conflicts c WHERE c.path = r.path)
-                ORDER BY r.change_tag
-                """, tag, through) { row in
-                let entry = StateStore.readRemote(row)
-                if row.bool(7) && row.int64(9) == entry.changeTag {
-                    // The same version: held when it agrees on what it is.
-                    let deletedHere = row.bool(10)
-                    if deletedHere == entry.deleted && (entry.deleted || entry.type == Record.directoryType || row.optionalText(11) == entry.contentID) { return }
-                }
-                guard let path = try? RecordPath(validating: entry.path), let local = locate(path),
-                      !isIgnored(root: local.root.index, relative: local.relative, isDirectory: entry.type == Record.directoryType) else { return }
-                if candidates.count < limit { candidates.append(entry) }
+            try notHeld(after: tag, through: through, below: nil, limit: limit, into: &candidates)
+            // A rename read now moved its source's rows here; the source's version was looked at (and
+            // held) before, so it is looked at again: its old path now waits for the renamer's tombstone.
+            var sources: [String] = []
+            try store.database.query("SELECT DISTINCT moved_from FROM remote WHERE change_tag > ? AND change_tag <= ? AND deleted = 0 AND moved_from IS NOT NULL",
+                                     tag, through) { sources.append($0.text(0)) }
+            var seen = Set(candidates.map(\.path))
+            for source in sources where candidates.count < limit {
+                var found: [RemoteEntry] = []
+                try notHeld(after: -1, through: tag, below: source, limit: limit - candidates.count, into: &found)
+                for entry in found where seen.insert(entry.path).inserted { candidates.append(entry) }
             }
             // Renamed away (it or its folder) by a version read since: the old path's tombstone comes
             // from the side that renamed it, after its new path; the rows here moved with the rename.
-            out = try candidates.filter { try !store.remoteMovedAway($0.path, after: $0.changeTag) }
+            for candidate in candidates {
+                if try store.remoteMovedAway(candidate.path, after: candidate.changeTag) { movedAway.append(candidate) } else { out.append(candidate) }
+            }
         }
-        return (out, candidates.count < limit ? through : (candidates.last?.changeTag ?? tag))
+        return (out, movedAway, candidates.count < limit ? through : (candidates.map(\.changeTag).max() ?? tag))
+    }
+
+    /// The Remote tree's versions with tags in (`after`, `through`] that the rows here do not hold, in
+    /// tag order, at most `limit` (see `remoteNotHeld`); with `below`, only the live ones at that path
+    /// or under it.
+    private func notHeld(after: Int64, through: Int64, below: String?, limit: Int, into candidates: inout [RemoteEntry]) throws {
+        try store.database.query("""
+            SELECT r.path, r.change_tag, r.deleted, r.type, r.sha256, r.size, r.moved_from,
+                   f.path IS NOT NULL, f.present, f.tag, f.synced_deleted, f.synced_sha256
+            FROM remote r LEFT JOIN files f ON f.path = r.path
+            WHERE r.change_tag > ? AND r.change_tag <= ?
+              AND (? = '' OR r.deleted = 0 AND (r.path = ? OR r.path >= ? AND r.path < ?))
+              AND (f.path IS NULL AND r.deleted = 0 OR f.path IS NOT NULL AND f.tag <= r.change_tag AND NOT (r.deleted = 1 AND f.present = 0))
+              AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.path = r.path)
+              AND NOT EXISTS (SELECT 1 FROM unapplied u WHERE u.path = r.path)
+              AND NOT EXISTS (SELECT 1 FROM conflicts c WHERE c.path = r.path)
+            ORDER BY r.change_tag
+            """, after, through, below ?? "", below ?? "", (below ?? "") + "/", (below ?? "") + "0") { row in
+            let entry = StateStore.readRemote(row)
+            if row.bool(7) && row.int64(9) == entry.changeTag {
+                // The same version: held when it agrees on what it is.
+                let deletedHere = row.bool(10)
+                if deletedHere == entry.deleted && (entry.deleted || entry.type == Record.directoryType || row.optionalText(11) == entry.contentID) { return }
+            }
+            guard let path = try? RecordPath(validating: entry.path), let local = locate(path),
+                  !isIgnored(root: local.root.index, relative: local.relative, isDirectory: entry.type == Record.directoryType) else { return }
+            if candidates.count < limit { candidates.append(entry) }
+        }
     }
 }
 

@@ -93,6 +93,43 @@ import Testing
         #expect(!told.isEmpty, "an agent says the server went back")
     }
 
+    /// A rename whose old path is never deleted (the renamer's tombstone lost to concurrent renames of
+    /// the file and of its folder on two devices: the soak's seed 300). The agents follow the rename at
+    /// once and wait for that tombstone; when it has not come after the grace, they take the old version
+    /// again instead of lacking a file the server and every other device hold, and only then say up to date.
+    @Test func aRenameWhoseOldPathIsNeverDeletedLeavesNoOneWithoutIt() async throws {
+        let cluster = Cluster("sinki-digest-renamed")
+        try cluster.startServer()
+        try cluster.startAgent("a")
+        try cluster.startAgent("b")
+        let text = "renamed elsewhere, and its old path never deleted"
+        try writeFile(cluster.root("a") + "/keep/p.txt", text)
+        try await waitUntil("b to hold keep/p.txt", timeout: 30) { (try? String(contentsOfFile: cluster.root("b") + "/keep/p.txt", encoding: .utf8)) == text }
+        let source = try #require(try cluster.serverRecords().first { $0.path == "SaveGames/keep/p.txt" && !$0.deleted })
+        // Another device renames it, and its delete of the old path never comes.
+        let move = Record(path: "SaveGames/moved.txt", size: source.size, sha256: source.sha256, mode: source.mode,
+                          modifiedAt: source.modifiedAt, device: "renamer", movedFrom: source.path)
+        #expect(try cluster.saveRecords([move]) == ["saved"])
+        let started = Date()
+        for agent in ["a", "b"] {
+            try await waitUntil("\(agent) to hold moved.txt", timeout: 30) { FileManager.default.fileExists(atPath: cluster.root(agent) + "/moved.txt") }
+        }
+        for agent in ["a", "b"] {
+            try await waitUntil("\(agent) to hold both paths and say it is up to date", timeout: 90) {
+                let both = (try? String(contentsOfFile: cluster.root(agent) + "/keep/p.txt", encoding: .utf8)) == text
+                    && (try? String(contentsOfFile: cluster.root(agent) + "/moved.txt", encoding: .utf8)) == text
+                return try both && statusJSON(cluster, agent)["agent"]?["state"] == .string("up-to-date")
+            }
+        }
+        // Not at once: the tombstone had its grace to come.
+        #expect(Date().timeIntervalSince(started) >= 10)
+        let told = ["a", "b"].filter { cluster.agent($0)?.errors.contains("the old path's delete never came") == true }
+        #expect(!told.isEmpty, "an agent that followed the rename says why it takes the old version again")
+        // The server's records: both live, and the agents send nothing more for them.
+        let records = try cluster.serverRecords().filter { !$0.deleted }.map(\.path)
+        #expect(records.contains("SaveGames/keep/p.txt") && records.contains("SaveGames/moved.txt"))
+    }
+
     /// A server that loses a record behind the agents' backs (its digests made again from what it
     /// holds, as an upgrade does): each agent's digests differ from it, the descent finds the path,
     /// logs it, counts it, and the file goes to the server again. The one mismatch a test causes on purpose.

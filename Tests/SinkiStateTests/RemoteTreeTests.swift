@@ -108,6 +108,27 @@ import Testing
         #expect(try await fixture.replica.remoteNotHeld(after: 0, limit: 10).entries.isEmpty)
     }
 
+    /// A version renamed away here by a later one is not held at its old path, and is no loss while the
+    /// renamer's tombstone for it is still to come: it is returned apart, for the caller's grace.
+    @Test func aVersionRenamedAwayIsToldApartUntilItsTombstoneComes() async throws {
+        let fixture = try Fixture()
+        try fixture.write("keeper.txt", "keeps the root from looking emptied")
+        _ = try await fixture.replica.apply([remote("Saves/p.txt", "moving", tag: 1)], token: "s.1")
+        let first = try await fixture.replica.remoteNotHeld(after: 0, limit: 10)
+        #expect(first.entries.isEmpty && first.movedAway.isEmpty && first.through == 1)
+        var move = remote("Saves/moved.txt", "moving", tag: 2)
+        move.movedFrom = "Saves/p.txt"
+        _ = try await fixture.replica.apply([move], token: "s.2")
+        #expect(!fixture.exists("p.txt") && fixture.read("moved.txt") == "moving", "the rename is followed at once")
+        // Looked at and held before, the source's version is looked at again when its rename is read.
+        let waiting = try await fixture.replica.remoteNotHeld(after: 1, limit: 10)
+        #expect(waiting.entries.isEmpty && waiting.movedAway.map(\.path) == ["Saves/p.txt"])
+        #expect(try await fixture.replica.remoteNotHeld(after: 0, limit: 10).movedAway.map(\.path) == ["Saves/p.txt"])
+        _ = try await fixture.replica.apply([Record(path: "Saves/p.txt", deleted: true, changeTag: 3, baseTag: 1)], token: "s.3")
+        let ended = try await fixture.replica.remoteNotHeld(after: 0, limit: 10)
+        #expect(ended.entries.isEmpty && ended.movedAway.isEmpty)
+    }
+
     @Test func aDatabaseFromBeforeTheRemoteTreeKeepsItsQueueAndIsFilledByAListing() throws {
         let directory = TemporaryDirectory("sinki-remote-upgrade")
         let path = directory.child("state.db")

@@ -241,6 +241,24 @@ public struct ConvergenceFailed: Error, CustomStringConvertible {
 }
 
 extension Cluster {
+    /// Saves `records` at the server as the inspector device would (curl); returns the results' statuses.
+    @discardableResult
+    public func saveRecords(_ records: [Record]) throws -> [String] {
+        let body = directory.child("modify-\(UInt64.random(in: 0...UInt64.max)).json")
+        try Data(ModifyRequest(records: records).jsonBytes).write(to: URL(fileURLWithPath: body))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        process.arguments = ["-sS", "--fail", "-H", "Content-Type: application/json", "--data-binary", "@" + body, serverURL + "/v1/records/modify"]
+            + (try inspectorToken().map { ["-H", "Authorization: Bearer \($0)"] } ?? [])
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw ProcessFailed(label: "curl modify", log: String(decoding: data, as: UTF8.self)) }
+        return try ModifyResponse.parse(Array(data)).results.map(\.status.rawValue)
+    }
+
     /// The server's records at `prefix` or below (tombstones included), read with curl; with
     /// `withData`, inline content too.
     public func serverRecords(_ prefix: String = "SaveGames", server: String? = nil, withData: Bool = false) throws -> [Record] {
