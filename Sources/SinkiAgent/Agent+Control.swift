@@ -61,7 +61,7 @@ extension Agent {
     /// One line for systemd's `STATUS=`.
     var serviceStatus: String {
         if !control.safetyStops.isEmpty { return "stopped for safety: \(control.safetyStops.values.sorted().joined(separator: "; ")); confirm with sinkid resume" }
-        if control.paused { return "paused (sinkid resume)" }
+        if control.paused { return "paused" + (control.pausedSince.map { " since \(Clock.iso8601($0))" } ?? "") + " (sinkid resume)" }
         if !control.scanned { return "scanning" }
         if reachable == false { return "server \(serverURL) unreachable; retrying" }
         let roots = "syncing \(configuration.roots.count) root(s) with \(serverURL)"
@@ -102,6 +102,7 @@ extension Agent: ControlHandler {
         var overall = SyncStateFacts()
         overall.safetyStop = control.safetyStops.isEmpty ? nil : control.safetyStops.values.sorted().joined(separator: "; ") + "; confirm with sinkid resume"
         overall.paused = control.paused
+        overall.pausedSince = control.pausedSince
         overall.scanned = control.scanned
         overall.problem = problem
         if reachable == false { overall.unreachable = "server \(serverURL) unreachable" + (logger.lastProblem.map { ": \($0.message)" } ?? "") }
@@ -170,13 +171,20 @@ extension Agent: ControlHandler {
 
     public func pause() async -> ControlAck {
         guard !control.paused else { return ControlAck("already paused; sinkid resume to go on") }
+        let since = Clock.now()
+        do {
+            try await replica?.setPausedSince(since)
+        } catch {
+            return ControlAck("cannot keep the pause in the state database: \(error); not paused")
+        }
         control.paused = true
+        control.pausedSince = since
         pullTask?.cancel()
         endRetryWaits()
         cancelUploads()
-        logger.info("paused (sinkid pause): nothing is sent or applied until sinkid resume")
+        logger.info("paused (sinkid pause): nothing is sent or applied until sinkid resume, also after a restart")
         control.notifier?.status(serviceStatus)
-        return ControlAck("paused: local changes are still noted, but nothing is sent or applied until sinkid resume")
+        return ControlAck("paused: local changes are still noted, but nothing is sent or applied until sinkid resume (also after a restart)")
     }
 
     public func resume() async -> ControlAck {
@@ -188,7 +196,13 @@ extension Agent: ControlHandler {
             done.append("safety stop confirmed for \(names.joined(separator: ", ")): what is there now is synced")
         }
         if control.paused {
+            do {
+                try await replica?.setPausedSince(nil)
+            } catch {
+                return ControlAck("cannot clear the pause in the state database: \(error); still paused")
+            }
             control.paused = false
+            control.pausedSince = nil
             logger.info("resumed (sinkid resume)")
             done.append("resumed")
             await restartPull()

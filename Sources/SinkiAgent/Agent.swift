@@ -255,6 +255,11 @@ public actor Agent {
         do {
             try await replica.bindServer(feedKey)
             uncleanStart = try await replica.markRunning()
+            if let since = try await replica.pausedSince() {
+                control.paused = true
+                control.pausedSince = since
+                logger.info("paused since \(Clock.iso8601(since)) (sinkid pause before this start): nothing is sent or applied until sinkid resume")
+            }
             verify.last = try await replica.lastVerify()
             await loadDigestCounts()
             try await replica.recoverInterruptedApply()

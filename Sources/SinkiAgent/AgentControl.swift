@@ -22,8 +22,10 @@ struct AgentControl {
     var server: ControlServer?
     var notifier: ServiceNotifier?
     var hangup: LoopSignal?
-    /// `sinkid pause`: nothing is pushed or pulled until `sinkid resume`.
+    /// `sinkid pause`: nothing is pushed or pulled until `sinkid resume`, across restarts.
     var paused = false
+    /// When that pause began (nanoseconds since the epoch), as kept in the state database.
+    var pausedSince: Int64?
     /// The first scan is done (until then status says scanning, and systemd is not told READY).
     var scanned = false
     var startedAt = Clock.now()

@@ -1,9 +1,12 @@
 import SinkiControl
+import SinkiSupport
 
 /// What decides the state `sinkid status` shows, for the agent or one root.
 struct SyncStateFacts: Sendable {
     var safetyStop: String?
     var paused = false
+    /// When the pause began (nanoseconds since the epoch).
+    var pausedSince: Int64?
     var scanned = true
     /// The state database could not be read.
     var problem: String?
@@ -43,7 +46,9 @@ struct SyncStateFacts: Sendable {
 enum SyncStateRule {
     static func decide(_ facts: SyncStateFacts) -> (state: SyncState, reason: String?) {
         if let stop = facts.safetyStop { return (.stoppedForSafety, stop) }
-        if facts.paused { return (.paused, "sinkid pause; sinkid resume to go on") }
+        if facts.paused {
+            return (.paused, "sinkid pause" + (facts.pausedSince.map { " since \(Clock.iso8601($0))" } ?? "") + "; sinkid resume to go on")
+        }
         if !facts.scanned { return (.scanning, nil) }
         if let problem = facts.problem { return (.error, problem) }
         if let refused = facts.tokenRefused {

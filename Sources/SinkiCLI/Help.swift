@@ -117,8 +117,9 @@ enum Help {
     static let pause = """
         usage: sinkid pause [--state DIR] [--json]
 
-        Stops sending and applying changes until sinkid resume. Local changes are still noted and
-        queued; a batch already on its way finishes. \(notRunning)
+        Stops sending and applying changes until sinkid resume, also across restarts of the agent
+        (the pause is kept in its state folder; status says since when). Local changes are still
+        noted and queued; a batch already on its way finishes. \(notRunning)
 
         options:
         \(stateOption)

@@ -198,6 +198,16 @@ extension Replica {
 
     /// Notes that an agent runs on this database; true when the previous run did not stop cleanly
     /// (killed, or the machine lost power): then what it was doing may have been cut off.
+    /// When `sinkid pause` paused this agent, if it is paused: a pause outlives a restart.
+    public func pausedSince() throws -> Int64? {
+        try store.meta(MetaKey.pausedSince).flatMap { Int64($0) }
+    }
+
+    /// Keeps the pause (nil: resumed) for the next start.
+    public func setPausedSince(_ since: Int64?) throws {
+        try store.setMeta(MetaKey.pausedSince, since.map(String.init))
+    }
+
     public func markRunning() throws -> Bool {
         let unclean = try store.meta(MetaKey.running) == "1"
         try store.setMeta(MetaKey.running, "1")

@@ -101,6 +101,8 @@ public final class StateStore {
 
 /// Keys of the meta table.
 public enum MetaKey {
+    /// `sinkid pause`'s start (nanoseconds since the epoch); absent when not paused.
+    public static let pausedSince = "paused.since"
     /// The change-feed token to resume from.
     public static let feedToken = "feed.token"
     /// The server URL the token belongs to; a different server starts the feed over.
