@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds sinki_VERSION_ARCH.deb with dpkg-deb: the sinkid binary (Swift's runtime linked in, so it
 # needs only Debian's libraries), the systemd user unit for the agent and the system unit for the
-# server, the man pages, bash and zsh completions, and the example config and the status schema
+# server, the man pages, bash, zsh and fish completions, and the example config and the status schema
 # under /usr/share/doc/sinki/. Usage: packaging/build-deb.sh [OUTPUT_DIR] (default packaging/out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,9 +26,10 @@ install -D -m 0644 packaging/systemd/sinkid-serve.service "$root/usr/lib/systemd
 install -d "$root/usr/share/man/man1" "$root/usr/share/man/man5"
 gzip -9n < packaging/man/sinkid.1 > "$root/usr/share/man/man1/sinkid.1.gz"
 gzip -9n < packaging/man/sinki.conf.5 > "$root/usr/share/man/man5/sinki.conf.5.gz"
-install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions"
+install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions" "$root/usr/share/fish/vendor_completions.d"
 "$bin" completion bash > "$root/usr/share/bash-completion/completions/sinkid"
 "$bin" completion zsh > "$root/usr/share/zsh/vendor-completions/_sinkid"
+"$bin" completion fish > "$root/usr/share/fish/vendor_completions.d/sinkid.fish"
 install -D -m 0644 sinki.conf.example "$doc/sinki.conf.example"
 install -m 0644 docs/status.schema.json README.md "$doc/"
 for page in docs/*.md; do install -m 0644 "$page" "$doc/$(basename "$page")"; done

@@ -59,7 +59,7 @@ public enum CommandCatalog {
         valued: ["to", "header", "metadata", "state", "token-file", "chunk-size", "parallel", "attempts", "max-rate", "log-level"],
         boolean: ["help", "no-checksum"], operands: .path, help: Help.upload)
     public static let completion = CommandSpec(
-        name: "completion", summary: "print the bash or zsh completion script", valued: [], boolean: ["help"],
+        name: "completion", summary: "print the bash, zsh or fish completion script", valued: [], boolean: ["help"],
         operands: .none, help: Help.completion)
     public static let help = CommandSpec(
         name: "help", summary: "help for a command", valued: [], boolean: ["help"], operands: .command, help: Help.helpCommand)

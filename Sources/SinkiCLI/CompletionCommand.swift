@@ -1,7 +1,7 @@
 import SinkiSupport
 
-/// `sinkid completion bash|zsh`: completion scripts written from the command table, so that every
-/// command and flag completes and none that does not exist.
+/// `sinkid completion bash|zsh|fish`: completion scripts written from the command table, so that every
+/// command, `serve`'s subcommands and every flag complete, and nothing that does not exist.
 enum CompletionCommand {
     static func run(_ words: [String]) throws(UsageError) -> ExitCode {
         let arguments = try Arguments(words, CommandCatalog.completion)
@@ -12,14 +12,20 @@ enum CompletionCommand {
         switch arguments.positional.first {
         case "bash"?: print(bash, terminator: "")
         case "zsh"?: print(zsh, terminator: "")
+        case "fish"?: print(fish, terminator: "")
         case let other?:
-            var message = "no completion for \(other): bash or zsh"
-            if let guess = nearest(other, in: ["bash", "zsh"]) { message += "; did you mean \(guess)?" }
+            var message = "no completion for \(other): bash, zsh or fish"
+            if let guess = nearest(other, in: shells) { message += "; did you mean \(guess)?" }
             throw UsageError(message)
-        case nil: throw UsageError("completion needs a shell: bash or zsh")
+        case nil: throw UsageError("completion needs a shell: bash, zsh or fish")
         }
         return .success
     }
+
+    static let shells = ["bash", "zsh", "fish"]
+
+    /// `sinkid serve`'s subcommands: the noun, then its actions.
+    static let serveSubcommands: [(noun: String, actions: [String])] = [("token", ["add", "list", "revoke"]), ("user", ["list", "remove"])]
 
     /// What a flag's value is, for completing it.
     enum ValueKind { case directory, file, choice([String]), text }
@@ -49,26 +55,40 @@ enum CompletionCommand {
             case .text: values += "        --\(flag)) return ;;\n"
             }
         }
+        let valuedFlags = Set(CommandCatalog.all.flatMap(\.valued)).sorted().map { "--" + $0 }.joined(separator: " ")
+        var serveCases = "            \"\") COMPREPLY=($(compgen -W \"\(serveSubcommands.map(\.noun).joined(separator: " "))\" -- \"$cur\")); return ;;\n"
+        for (noun, actions) in serveSubcommands {
+            serveCases += "            \(noun)) COMPREPLY=($(compgen -W \"\(actions.joined(separator: " "))\" -- \"$cur\")); return ;;\n"
+        }
         return """
             # bash completion for sinkid; written by `sinkid completion bash`.
             _sinkid() {
-                local cur prev command flags word
+                local cur prev command flags word skip words
                 cur="${COMP_WORDS[COMP_CWORD]}"
                 prev="${COMP_WORDS[COMP_CWORD-1]}"
                 command=run
+                words=()
+                skip=0
+                # The words typed so far that are no flags nor flags' values: the command, then serve's noun.
                 for word in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
-                    case "$word" in -*) ;; *) command="$word"; break ;; esac
+                    if (( skip )); then skip=0; continue; fi
+                    case " \(valuedFlags) " in *" $word "*) skip=1; continue ;; esac
+                    case "$word" in -*) ;; *) words+=("$word") ;; esac
                 done
+                [[ ${#words[@]} -gt 0 ]] && command="${words[0]}"
                 case "$prev" in
             \(values)    esac
                 case "$command" in
             \(cases)    esac
                 if [[ "$cur" == -* ]]; then
                     COMPREPLY=($(compgen -W "$flags" -- "$cur"))
-                elif [[ $COMP_CWORD -eq 1 ]]; then
+                elif [[ "$command" == serve && ${#words[@]} -le 2 ]]; then
+                    case "${words[1]}" in
+            \(serveCases)        esac
+                elif [[ ${#words[@]} -eq 0 ]]; then
                     COMPREPLY=($(compgen -W "\(commands) --version --help" -- "$cur"))
                 elif [[ "$command" == help || "$command" == completion ]]; then
-                    COMPREPLY=($(compgen -W "\(commands) bash zsh" -- "$cur"))
+                    COMPREPLY=($(compgen -W "\(commands) \(shells.joined(separator: " "))" -- "$cur"))
                 fi
             }
             complete -F _sinkid sinkid
@@ -91,6 +111,14 @@ enum CompletionCommand {
                 specs.append("'--\(flag)=[\(flag)]:\(flag):\(action)'")
             }
             for flag in spec.boolean { specs.append("'--\(flag)[\(flag)]'") }
+            if spec.name == "serve" {
+                let actions = serveSubcommands.map { "\($0.noun)) _values action \($0.actions.joined(separator: " ")) ;;" }.joined(separator: " ")
+                specs.append("'1:subcommand:(\(serveSubcommands.map(\.noun).joined(separator: " ")))'")
+                specs.append("'2:action:->serve_action'")
+                cases += "        serve) _arguments \(specs.joined(separator: " "))\n"
+                cases += "            [[ $state == serve_action ]] && case $words[2] in \(actions) esac ;;\n"
+                continue
+            }
             switch spec.operands {
             case .none: break
             case .path: specs.append("'1:path: '")
@@ -117,5 +145,47 @@ enum CompletionCommand {
             _sinkid "$@"
 
             """
+    }
+
+    static var fish: String {
+        var lines = ["# fish completion for sinkid; written by `sinkid completion fish`.", "complete -c sinkid -f"]
+        let names = CommandCatalog.all.map(\.name)
+        for spec in CommandCatalog.all {
+            lines.append("complete -c sinkid -n __fish_use_subcommand -a \(spec.name) -d \(fishQuoted(spec.summary))")
+        }
+        for spec in CommandCatalog.all {
+            // `run` is the default command: its flags complete with no command typed too.
+            let condition = spec.name == "run" ? "'__fish_use_subcommand; or __fish_seen_subcommand_from run'"
+                                               : "'__fish_seen_subcommand_from \(spec.name)'"
+            for flag in spec.valued {
+                let values: String
+                switch kind(of: flag) {
+                case .directory: values = " -a '(__fish_complete_directories)'"
+                case .file: values = " -F"
+                case let .choice(words): values = " -a '\(words.joined(separator: " "))'"
+                case .text: values = ""
+                }
+                lines.append("complete -c sinkid -n \(condition) -l \(flag) -r\(values)")
+            }
+            for flag in spec.boolean { lines.append("complete -c sinkid -n \(condition) -l \(flag)") }
+            switch spec.operands {
+            case .none: break
+            case .path: lines.append("complete -c sinkid -n \(condition) -F")
+            case .command: lines.append("complete -c sinkid -n \(condition) -a '\(names.joined(separator: " "))'")
+            }
+        }
+        let nouns = serveSubcommands.map(\.noun).joined(separator: " ")
+        lines.append("complete -c sinkid -n '__fish_seen_subcommand_from serve; and not __fish_seen_subcommand_from \(nouns)' -a '\(nouns)'")
+        for (noun, actions) in serveSubcommands {
+            let others = actions.joined(separator: " ")
+            lines.append("complete -c sinkid -n '__fish_seen_subcommand_from serve; and __fish_seen_subcommand_from \(noun); and not __fish_seen_subcommand_from \(others)' -a '\(others)'")
+        }
+        lines.append("complete -c sinkid -n '__fish_seen_subcommand_from completion' -a '\(shells.joined(separator: " "))'")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// A fish string literal (single quotes; backslashes and quotes escaped).
+    static func fishQuoted(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
     }
 }

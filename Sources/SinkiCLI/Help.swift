@@ -206,9 +206,9 @@ enum Help {
         """
 
     static let completion = """
-        usage: sinkid completion bash|zsh
+        usage: sinkid completion bash|zsh|fish
 
-        Prints the shell completion script (the Debian package installs both).
+        Prints the shell completion script (the Debian package installs all three).
 
         options:
         \(helpOption)

@@ -55,9 +55,50 @@ import Testing
         #expect(check.waitForExit() == 0, "\(check.errors)")
         let zsh = try sinkid(["completion", "zsh"], in: directory)
         #expect(zsh.code == 0 && zsh.output.hasPrefix("#compdef sinkid"))
+        try put(directory.child("_sinkid"), zsh.output)
+        let zshCheck = try ChildProcess("/usr/bin/zsh", ["-n", directory.child("_sinkid")], logDirectory: directory.path, label: "zsh-n")
+        #expect(zshCheck.waitForExit() == 0, "\(zshCheck.errors)")
+        let fish = try sinkid(["completion", "fish"], in: directory)
+        #expect(fish.code == 0 && fish.output.hasPrefix("# fish completion for sinkid"))
         for spec in CommandCatalog.all {
-            for flag in spec.flags { #expect(bash.output.contains(flag) && zsh.output.contains(flag), "completion misses \(spec.name) \(flag)") }
+            for flag in spec.flags {
+                #expect(bash.output.contains(flag) && zsh.output.contains(flag), "completion misses \(spec.name) \(flag)")
+                #expect(fish.output.contains("-l " + flag.dropFirst(2)), "fish completion misses \(spec.name) \(flag)")
+            }
         }
-        #expect(try sinkid(["completion", "fish"], in: directory).code == 64)
+        let wrong = try sinkid(["completion", "fishh"], in: directory)
+        #expect(wrong.code == 64 && wrong.errors.contains("did you mean fish?"))
+    }
+
+    /// What the shells offer, asked of real bash and fish with the scripts loaded: commands, serve's
+    /// subcommands and their actions (a flag's value is not taken for one), flags.
+    @Test func completionsOfferServesSubcommandsInBashAndFish() throws {
+        let directory = TemporaryDirectory("sinki-completion")
+        try put(directory.child("sinkid.bash"), try sinkid(["completion", "bash"], in: directory).output)
+        try put(directory.child("sinkid.fish"), try sinkid(["completion", "fish"], in: directory).output)
+        func bash(_ line: String) throws -> Set<String> {
+            let words = line.split(separator: " ", omittingEmptySubsequences: false).map { "'\($0)'" }.joined(separator: " ")
+            let script = "source \(directory.child("sinkid.bash")); COMP_WORDS=(\(words)); COMP_CWORD=\(line.split(separator: " ", omittingEmptySubsequences: false).count - 1); _sinkid; printf '%s\\n' \"${COMPREPLY[@]}\""
+            let run = try ChildProcess("/bin/bash", ["-c", script], logDirectory: directory.path, label: "bash-complete")
+            #expect(run.waitForExit() == 0, "\(run.errors)")
+            return Set(run.output.split(separator: "\n").map(String.init))
+        }
+        func fish(_ line: String) throws -> Set<String> {
+            let script = "source \(directory.child("sinkid.fish")); complete -C '\(line)'"
+            let run = try ChildProcess("/usr/bin/fish", ["--no-config", "-c", script], logDirectory: directory.path, label: "fish-complete")
+            #expect(run.waitForExit() == 0, "\(run.errors)")
+            return Set(run.output.split(separator: "\n").map { String($0.split(separator: "\t").first ?? "") })
+        }
+        #expect(try bash("sinkid sta") == ["status"])
+        #expect(try bash("sinkid serve ") == ["token", "user"])
+        #expect(try bash("sinkid serve token ") == ["add", "list", "revoke"])
+        #expect(try bash("sinkid serve --data /srv/sinki user r") == ["remove"])
+        #expect(try bash("sinkid serve --li").contains("--listen"))
+        #expect(try fish("sinkid sta") == ["status"])
+        #expect(try fish("sinkid serve ").isSuperset(of: ["token", "user"]))
+        #expect(try fish("sinkid serve token ") == ["add", "list", "revoke"])
+        #expect(try fish("sinkid serve user ") == ["list", "remove"])
+        #expect(try fish("sinkid pause --st") == ["--state"])
+        #expect(try fish("sinkid completion ") == ["bash", "zsh", "fish"])
     }
 }
