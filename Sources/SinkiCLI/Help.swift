@@ -9,6 +9,7 @@ enum Help {
 
             usage:
               sinkid [run] --root PATH... [options]   run the agent (foreground)
+              sinkid                                   the same, when sinki.conf names roots
               sinkid serve --listen ADDR --data DIR    run the sync server
               sinkid upload FILE --to URL              upload one file to a tus server
               sinkid COMMAND [options]                 talk to the running agent

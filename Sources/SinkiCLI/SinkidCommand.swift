@@ -1,4 +1,5 @@
 import Glibc
+import SinkiConfig
 import SinkiSupport
 
 /// The `sinkid` command line (design §1).
@@ -13,6 +14,9 @@ public enum SinkidCommand {
         // A peer that hangs up mid-response must not kill the process.
         signal(SIGPIPE, SIG_IGN)
         var words = Array(arguments.dropFirst())
+        // `sinkid` alone is `sinkid run` when the config file names roots (help calls run the
+        // default command); without one it prints the overview, as before.
+        if words.isEmpty, configNamesRoots() { words = ["run"] }
         // The agent holds these blocked until its loop watches them (`LoopSignal` unblocks each): a
         // SIGTERM in its first milliseconds then stops it cleanly instead of killing it. Every other
         // command takes them at their defaults, whatever mask a parent left (one inherited through a
@@ -61,6 +65,16 @@ public enum SinkidCommand {
             printError(error.message)
             return error.code.rawValue
         }
+    }
+
+    /// Whether the default config file (`$XDG_CONFIG_HOME/sinki/sinki.conf` or `~/.config/sinki/sinki.conf`)
+    /// exists and has a `[root]`. A config that cannot be read counts: the agent then says why, with its
+    /// file and line, rather than the overview hiding it.
+    static func configNamesRoots() -> Bool {
+        let environment = ProcessEnvironment.current()
+        guard let path = try? ResolvedConfig.configPath(for: Overrides(), environment: environment) else { return false }
+        guard let config = try? ConfigFile.load(path: path, environment: environment, source: path) else { return true }
+        return !config.roots.isEmpty
     }
 
     static func unknownCommand(_ word: String) -> String {

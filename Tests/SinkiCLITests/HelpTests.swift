@@ -46,6 +46,23 @@ import Testing
         #expect(version.output == "sinkid \(SinkidCommand.version)\n")
     }
 
+    /// Issue 25: `sinkid` alone runs the agent when the config file names roots (help calls run the
+    /// default command); with no config it prints the overview and exits 64, as before.
+    @Test func sinkidAloneRunsTheAgentWhenTheConfigNamesRoots() async throws {
+        let directory = TemporaryDirectory("sinki-alone")
+        let home = directory.child("home")
+        let environment = ["HOME": home, "XDG_CONFIG_HOME": home + "/.config", "XDG_STATE_HOME": home + "/.local/state"]
+        try FileManager.default.createDirectory(atPath: home + "/.config/sinki", withIntermediateDirectories: true)
+        let bare = try sinkid([], in: directory, environment: environment)
+        #expect(bare.code == 64 && bare.output.contains("usage:"), "no config: the overview")
+        try FileManager.default.createDirectory(atPath: home + "/Games", withIntermediateDirectories: true)
+        try put(home + "/.config/sinki/sinki.conf", "[server]\nlisten = 127.0.0.1:\(freePort())\n\n[root Games]\npath = ~/Games\n")
+        let agent = try ChildProcess(sinkidExecutable(), [], environment: environment, logDirectory: directory.path, label: "alone")
+        defer { _ = agent.stop() }
+        try await waitUntil("the agent to scan its root", timeout: 30) { agent.errors.contains("scanned 1 root(s)") }
+        #expect(agent.stop() == 0, "\(agent.errors)")
+    }
+
     @Test func completionScriptsParse() throws {
         let directory = TemporaryDirectory("sinki-help")
         let bash = try sinkid(["completion", "bash"], in: directory)
