@@ -56,7 +56,7 @@ public enum CommandCatalog {
         operands: .path, help: Help.watch)
     public static let upload = CommandSpec(
         name: "upload", summary: "upload one file to a tus server (resumable)",
-        valued: ["to", "header", "metadata", "state", "token-file", "chunk-size", "parallel", "attempts", "max-rate", "log-level"],
+        valued: ["to", "header", "metadata", "state", "token-file", "ca-file", "chunk-size", "parallel", "attempts", "max-rate", "log-level"],
         boolean: ["help", "no-checksum"], operands: .path, help: Help.upload)
     public static let completion = CommandSpec(
         name: "completion", summary: "print the bash, zsh or fish completion script", valued: [], boolean: ["help"],

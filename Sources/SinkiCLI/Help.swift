@@ -239,6 +239,8 @@ enum Help {
           --metadata K=V       an Upload-Metadata pair (repeatable; filename and filetype are sent by default)
           --state DIR          state folder (default $XDG_STATE_HOME/sinki or ~/.local/state/sinki)
           --token-file FILE    send the token in FILE as Authorization: Bearer
+          --ca-file FILE       certificates (PEM) to trust for https:// (a self-signed server or a private
+                               CA); default: sinki.conf's [server] ca-file, else $CURL_CA_BUNDLE, else the system's
           --chunk-size SIZE    bytes per PATCH (default 16MiB)
           --parallel N         partial uploads at once for files above 4 chunks, joined by concatenation
                                when offered (default 1: helps on long, fat links, not on a LAN)
@@ -249,7 +251,9 @@ enum Help {
         \(helpOption)
 
         exit codes: 0 uploaded, 64 usage, 65 the file or the server refused the data, 69 the server is
-        out of reach, 74 the file or the state database cannot be read or written, 75 try again later.
+        out of reach, 70 an unexpected failure (its message says which), 74 the file or the state
+        database cannot be read or written, 75 try again later, 78 a setting is wrong (a token or CA
+        file that cannot be read, a config file's error, a certificate not trusted: --ca-file).
         """
 
     static func command(_ name: String) -> String? { CommandCatalog.spec(name)?.help }

@@ -38,6 +38,7 @@ enum UploadCommand {
             server.bearerToken = text.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         let options = try options(arguments)
+        let caFile = try caFile(arguments)
         var pairs: [(String, String)] = [("filename", (path as NSString).lastPathComponent), ("filetype", "application/octet-stream")]
         for item in arguments.values("metadata") {
             guard let equals = item.firstIndex(of: "="), equals != item.startIndex else { throw UsageError("--metadata \(quoted(item)) is not key=value") }
@@ -61,7 +62,7 @@ enum UploadCommand {
         }
 
         let loop = EventLoop()
-        let uploader = Uploader(loop: loop, logger: logger, server: server, options: options)
+        let uploader = Uploader(loop: loop, logger: logger, server: server, options: options, caFile: caFile)
         let outcome = Mutex<Result<TusUploadResult, TusError>?>(nil)
         Task {
             let result = await uploader.run(path: path, metadata: metadata, journal: journal)
@@ -104,10 +105,32 @@ enum UploadCommand {
         return options
     }
 
-    /// sysexits: the server out of reach or failing is 69/75, a file that changed 65, a refusal 65.
+    /// The certificates trusted for an `https://` endpoint: `--ca-file`, else the config file's
+    /// `[server] ca-file`, else `CURL_CA_BUNDLE` (as curl's own tool reads it), else the system's.
+    static func caFile(_ arguments: Arguments) throws(UsageError) -> String? {
+        let environment = ProcessEnvironment.current()
+        if let given = arguments.value("ca-file") {
+            let path = RunCommand.absolute(given)
+            guard ProcessEnvironment.isReadableFile(path) else { throw UsageError("--ca-file \(quoted(given)): no such readable file", code: .config) }
+            return path
+        }
+        do {
+            if let path = try ResolvedConfig.configPath(for: Overrides(), environment: environment),
+               let caFile = try ConfigFile.load(path: path, environment: environment, source: path).server.caFile {
+                return caFile
+            }
+        } catch {
+            throw UsageError("\(error)", code: .config)
+        }
+        if let bundle = environment["CURL_CA_BUNDLE"], !bundle.isEmpty { return bundle }
+        return nil
+    }
+
+    /// sysexits: the server out of reach or failing is 69/75, a file that changed 65, a refusal 65, a
+    /// certificate not trusted 78 (a setting: --ca-file).
     static func exitCode(for error: TusError) -> ExitCode {
         switch error {
-        case .transfer(let transfer): transfer.isTemporary ? .unavailable : .software
+        case .transfer(let transfer): transfer.isTemporary ? .unavailable : transfer.isUntrustedCertificate ? .config : .software
         case .gaveUp(_, let last): last.isTemporary ? .unavailable : exitCode(for: last)
         case .status(let status, _, _): status >= 500 ? .temporaryFailure : .dataError
         case .tooLarge, .fileChanged, .contentMismatch: .dataError
@@ -125,10 +148,12 @@ private actor Uploader {
     private let client: TusClient
     private let logger: Logger
 
-    init(loop: EventLoop, logger: Logger, server: TusServer, options: TusOptions) {
+    init(loop: EventLoop, logger: Logger, server: TusServer, options: TusOptions, caFile: String?) {
         self.loop = loop
         self.logger = logger
-        client = TusClient(http: HTTPClient(loop: loop, logger: logger), server: server, options: options, logger: logger)
+        let http = HTTPClient(loop: loop, logger: logger)
+        http.caFile = caFile
+        client = TusClient(http: http, server: server, options: options, logger: logger)
     }
 
     func run(path: String, metadata: TusMetadata, journal: UploadJournal) async -> Result<TusUploadResult, TusError> {

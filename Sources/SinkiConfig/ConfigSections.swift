@@ -17,6 +17,10 @@ extension SectionReader {
         }
         server.tokenFile = try path("token-file")
         server.caFile = try path("ca-file")
+        // Found now, with its line, rather than at the first request (which would retry forever).
+        if let caFile = server.caFile, !ProcessEnvironment.isReadableFile(caFile) {
+            throw badValue("ca-file", "cannot read \(quoted(caFile)) for ca-file (certificates in PEM): no such readable file")
+        }
         if let listen = try string("listen") {
             do { server.listen = try Checks.listenAddress(listen) } catch {
                 throw badValue("listen", "bad address \(quoted(listen)) for listen: \(error.message)")

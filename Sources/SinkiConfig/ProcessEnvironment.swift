@@ -70,6 +70,9 @@ public struct ProcessEnvironment: Sendable, Equatable {
         return stat(path, &info) == 0 && (info.st_mode & S_IFMT) != S_IFDIR
     }
 
+    /// A file (not a folder) this process can read.
+    public static func isReadableFile(_ path: String) -> Bool { isFile(path) && access(path, R_OK) == 0 }
+
     private static func isExecutableFile(_ path: String) -> Bool {
         isFile(path) && access(path, X_OK) == 0
     }

@@ -37,7 +37,9 @@ public enum TransferError: Error, Sendable, Equatable, CustomStringConvertible {
         case .bodyShrank(let path, let expected): "\(path) changed while being sent: it is shorter than the \(expected) bytes announced"
         case .invalidRequest(let detail): "invalid request: \(detail)"
         case .badResponse(let url, let detail): "unusable response from \(url): \(detail)"
-        case .curl(let code, let message, let url): "\(url): \(message) (libcurl error \(code))"
+        case .curl(let code, let message, let url):
+            "\(url): \(message) (libcurl error \(code))"
+                + (isUntrustedCertificate ? "; a self-signed or private CA's certificate is trusted through [server] ca-file (sinkid upload: --ca-file)" : "")
         }
     }
 
@@ -47,6 +49,13 @@ public enum TransferError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unreachable, .timedOut, .connectionLost: true
         default: false
         }
+    }
+
+    /// The server's TLS certificate was not trusted, or the certificates to trust could not be read:
+    /// a setting to fix (`ca-file`), not a fault to retry.
+    public var isUntrustedCertificate: Bool {
+        guard case let .curl(code, _, _) = self else { return false }
+        return [Int(CURLE_PEER_FAILED_VERIFICATION.rawValue), Int(CURLE_SSL_CACERT_BADFILE.rawValue), Int(CURLE_SSL_CERTPROBLEM.rawValue)].contains(code)
     }
 
     /// Maps a libcurl result; `detail` is libcurl's error buffer, or its generic text when empty.
