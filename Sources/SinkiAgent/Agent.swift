@@ -1,4 +1,5 @@
 import Glibc
+import SinkiConfig
 import SinkiLoop
 import SinkiRecord
 import SinkiServer
@@ -213,6 +214,12 @@ public actor Agent {
         lock = FileDescriptor(raw: fd, path: lockPath)
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             throw AgentError(.temporaryFailure, "another sinkid is already running with the state folder \(quoted(path))")
+        }
+        if configuration.deviceIsNew {
+            do { try DefaultDevice.keep(configuration.device, stateDirectory: path) } catch {
+                throw AgentError(.ioError, "cannot keep the device name in \(quoted(path)): \(error)")
+            }
+            logger.info("this agent's device name is \(configuration.device) (kept in \(path)/\(DefaultDevice.fileName); --device or [agent] device sets another)")
         }
     }
 

@@ -12,6 +12,9 @@ public struct AgentConfiguration: Sendable {
     public var listen: String
     public var stateDirectory: String
     public var device: String
+    /// `device` was made now for a new state folder (none configured): kept there once this agent
+    /// holds the folder's lock (`DefaultDevice`), so a restart keeps the name.
+    public var deviceIsNew = false
     /// Bearer token sent on every request.
     public var token: String?
     /// PEM certificates trusted for an `https://` server (`[server] ca-file`); nil: the system's.

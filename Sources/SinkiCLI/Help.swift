@@ -41,7 +41,8 @@ enum Help {
           --server URL         the sync server (default: an embedded one on --listen)
           --listen ADDR        the embedded server's address (default 127.0.0.1:7071)
           --state DIR          state folder (default $XDG_STATE_HOME/sinki or ~/.local/state/sinki)
-          --device NAME        this machine's name in records and conflict copies (default: hostname)
+          --device NAME        this machine's name in records and conflict copies (default: the host name
+                               and a suffix kept per state folder)
           --token-file FILE    a file holding the bearer token for the server
           --config FILE        the config file (default $XDG_CONFIG_HOME/sinki/sinki.conf)
           --log-level LEVEL    debug, info, warning or error (default info)

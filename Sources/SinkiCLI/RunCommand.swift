@@ -65,7 +65,7 @@ enum RunCommand {
         for root in config.roots {
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
-                throw UsageError("root \(root.path) is not a directory")
+                throw UsageError(FileManager.default.fileExists(atPath: root.path) ? "root \(root.path) is not a directory" : "root \(root.path) does not exist")
             }
         }
         var token: String?
@@ -85,6 +85,7 @@ enum RunCommand {
             listen: config.server.listen.description, stateDirectory: resolved.stateDirectory, device: resolved.device,
             token: token, typeFor: typeFor)
         configuration.tokenFile = config.server.tokenFile
+        configuration.deviceIsNew = resolved.deviceIsNew
         configuration.caFile = config.server.caFile
         configuration.watchDelayMilliseconds = UInt64(config.watch.delay.components.seconds * 1000
             + config.watch.delay.components.attoseconds / 1_000_000_000_000_000)

@@ -42,6 +42,9 @@ public struct ResolvedConfig: Sendable, Equatable {
     public var stateDirectory: String
     /// This machine's device name.
     public var device: String
+    /// The device name was made now for a new state folder (none configured): the agent keeps it in
+    /// the state folder (`DefaultDevice.keep`) so that it stays the same.
+    public var deviceIsNew = false
     /// The file's settings with the flags applied: `server`, `roots` and `agent` hold the winners.
     public var config: ConfigFile
     /// Things that are allowed but probably wrong (an observer for a root not synced), each one line
@@ -81,12 +84,12 @@ public struct ResolvedConfig: Sendable, Equatable {
             do { config.agent.device = try Checks.deviceName(device) } catch { throw flag("--device", "bad device name \(quoted(device)): \(error.message)") }
         }
         let device: String
+        var deviceIsNew = false
+        let stateDirectory = try stateDirectory(for: overrides, environment: environment)
         if let chosen = config.agent.device {
             device = chosen
         } else {
-            do { device = try Checks.deviceName(environment.hostName) } catch {
-                throw flag("--device", "the host name \(quoted(environment.hostName)) cannot be a device name (\(error.message)); pass --device NAME")
-            }
+            (device, deviceIsNew) = try DefaultDevice.name(stateDirectory: stateDirectory, hostName: environment.hostName)
         }
         if !overrides.roots.isEmpty { config.roots = try flagRoots(overrides.roots, config.roots, environment) }
 
@@ -98,8 +101,9 @@ public struct ResolvedConfig: Sendable, Equatable {
                 warnings.append("\(overrides.configFile ?? path ?? "config"):\(observer.line): [observe \(observer.path)] names root \(quoted(root)), which is not synced (\(known))")
             }
         }
-        return ResolvedConfig(configPath: path, stateDirectory: try stateDirectory(for: overrides, environment: environment),
-                        device: device, config: config, warnings: warnings)
+        var resolved = ResolvedConfig(configPath: path, stateDirectory: stateDirectory, device: device, config: config, warnings: warnings)
+        resolved.deviceIsNew = deviceIsNew
+        return resolved
     }
 
     /// The config file to read: `--config FILE` (which must then exist), else

@@ -61,6 +61,11 @@ import Testing
         defer { _ = agent.stop() }
         try await waitUntil("the agent to scan its root", timeout: 30) { agent.errors.contains("scanned 1 root(s)") }
         #expect(agent.stop() == 0, "\(agent.errors)")
+        // No device was named: the host name and a suffix, kept in the state folder for the next start.
+        let kept = (try? String(contentsOfFile: home + "/.local/state/sinki/device", encoding: .utf8)) ?? ""
+        let suffix = kept.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "-").last ?? ""
+        #expect(suffix.count == 6 && suffix.allSatisfy(\.isHexDigit) && kept.count > 8, "\(kept)")
+        #expect(agent.errors.contains("this agent's device name is " + kept.trimmingCharacters(in: .whitespacesAndNewlines)))
     }
 
     @Test func completionScriptsParse() throws {

@@ -9,7 +9,7 @@ import Testing
         let settings = try ResolvedConfig.resolve(Overrides(), environment: fixture.environment())
         #expect(settings.configPath == nil)
         #expect(settings.stateDirectory == fixture.home + "/.local/state/sinki")
-        #expect(settings.device == "testhost")
+        #expect(settings.device.hasPrefix("testhost-") && settings.deviceIsNew, "a new state folder: the host name and a suffix")
         #expect(settings.config == ConfigFile())
         #expect(settings.server == ServerSettings(url: nil, tokenFile: nil, listen: ListenAddress(host: "127.0.0.1", port: 7071)))
         #expect(settings.logLevel == .info)
@@ -148,9 +148,24 @@ import Testing
         }
     }
 
-    @Test func hostNameIsTheDefaultDevice() throws {
+    /// Issue 25: two agents on one machine (two state folders) are two devices; one state folder keeps
+    /// its name; a state folder from before the rule keeps the bare host name its records carry.
+    @Test func theDefaultDeviceIsTheHostNameAndASuffixKeptPerStateFolder() throws {
         let fixture = Fixture()
-        #expect(try ResolvedConfig.resolve(Overrides(), environment: fixture.environment(hostName: "desk.local")).device == "desk.local")
+        let environment = fixture.environment(hostName: "desk.local")
+        let first = try ResolvedConfig.resolve(Overrides(stateDirectory: fixture.home + "/one"), environment: environment)
+        let second = try ResolvedConfig.resolve(Overrides(stateDirectory: fixture.home + "/two"), environment: environment)
+        #expect(first.device.hasPrefix("desk.local-") && first.device.count == "desk.local-".count + 6 && first.deviceIsNew)
+        #expect(second.device != first.device)
+        try FileManager.default.createDirectory(atPath: fixture.home + "/one", withIntermediateDirectories: true)
+        try DefaultDevice.keep(first.device, stateDirectory: fixture.home + "/one")
+        let again = try ResolvedConfig.resolve(Overrides(stateDirectory: fixture.home + "/one"), environment: environment)
+        #expect(again.device == first.device && !again.deviceIsNew, "kept")
+        try FileManager.default.createDirectory(atPath: fixture.home + "/old", withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: fixture.home + "/old/state.db", contents: Data())
+        let old = try ResolvedConfig.resolve(Overrides(stateDirectory: fixture.home + "/old"), environment: environment)
+        #expect(old.device == "desk.local" && !old.deviceIsNew, "an older state folder keeps the host name")
+        #expect(try ResolvedConfig.resolve(Overrides(stateDirectory: fixture.home + "/two", device: "named"), environment: environment).device == "named")
     }
 
     @Test func currentEnvironmentReadsTheProcess() {
