@@ -35,7 +35,11 @@ import Testing
         }
         try writeFile(cluster.root("a") + "/big.bin", Self.random(24 << 20, seed: 7))
         var seenMoving = false
-        // a's upload comes first; on a machine busy with other tests it takes a while.
+        // a's upload comes first: on a machine busy with every other suite it alone can take minutes, so
+        // it is waited for on its own, and b's download (several seconds through the proxy) after it.
+        try await waitUntil("the server to hold big.bin", timeout: 300) {
+            try cluster.serverRecords().contains { $0.path == "SaveGames/big.bin" && !$0.deleted }
+        }
         try await waitUntil("b to be downloading big.bin", timeout: 120) {
             let status = try statusJSON(cluster, "b")
             guard case let .array(transfers)? = status["transfers"],
