@@ -70,7 +70,7 @@ extension Agent {
             }
             if stopping { return }
             access.retryAt = nil
-            pumpPush()
+            pumpSync()
         }
     }
 
@@ -92,7 +92,7 @@ extension Agent {
         access.refusedToken = nil
         if wasRefused { logger.info("the token file changed: trying the new token") }
         sleeper?.wakeAll()
-        pumpPush()
+        pumpSync()
     }
 
     /// While the token is refused, the token file is looked at every two seconds (a rename over it, an

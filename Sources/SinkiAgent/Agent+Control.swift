@@ -95,7 +95,7 @@ extension Agent: ControlHandler {
         }
         let pendingCount = facts?.pendingCount ?? 0
         let notApplied = (facts?.notApplied ?? []).map {
-            NotAppliedChange(path: $0.record.path, cause: $0.failure.cause.rawValue, reason: $0.failure.message, attempts: $0.attempts,
+            NotAppliedChange(path: $0.path, cause: $0.failure.cause.rawValue, reason: $0.failure.message, attempts: $0.attempts,
                              since: $0.since, nextAttempt: $0.nextAttempt)
         }
         let verifySummary = self.verifySummary
@@ -111,6 +111,8 @@ extension Agent: ControlHandler {
         overall.caughtUp = caughtUp
         overall.refused = facts?.refusedCount ?? 0
         overall.toSend = max(0, pendingCount - overall.refused - waiting.held)
+        overall.toApply = max(0, (facts?.toApplyCount ?? 0) - (facts?.notAppliedCount ?? 0) - waiting.conflicts.count)
+        overall.inFlight = facts?.inFlight ?? 0
         overall.progress = overall.toSend > 0
             ? pushRun?.view(pending: overall.toSend, savedTotal: facts?.savedTotal ?? 0, now: Clock.monotonic()) : nil
         overall.waitingConflicts = waiting.conflicts.count
@@ -119,12 +121,8 @@ extension Agent: ControlHandler {
         overall.differing = verifySummary.differing.count
         overall.verifying = verify.running && verify.repairedThisRun > 0
         let digestSummary = self.digestSummary
-        // Settled since the feed's last page without anything else to prompt it: the look at the versions
-        // read runs now, so the next status can say up to date.
-        if digests.matched && !digests.heldVerified { Task { await self.sayIfUpToDate() } }
         overall.transfersRunning = transfers.moving.count
         overall.checking = !digestSummary.matched
-        overall.stuck = digestSummary.stuck
         overall.digestFailure = digestSummary.matched ? nil : digestSummary.failure.flatMap { $0.hasPrefix("cannot compare") ? nil : $0 }
         let (state, reason) = SyncStateRule.decide(overall)
         var roots: [RootStatus] = []
@@ -137,15 +135,20 @@ extension Agent: ControlHandler {
             mine.notAppliedCount = totals?.notApplied ?? 0
             mine.toSend = (totals?.pending ?? 0) > 0 ? overall.toSend : 0
             mine.differing = verifySummary.differing.filter { PathText.isWithin($0, root.name) }.count
-            mine.stuck = digestSummary.stuck.filter { PathText.isWithin($0, root.name) }
+            mine.toApply = (totals?.toApply ?? 0) > 0 ? overall.toApply : 0
             mine.transfersRunning = transfers.moving.keys.filter { PathText.isWithin(TransferBook.Key.path(of: $0), root.name) }.count
             let (rootState, rootReason) = SyncStateRule.decide(mine)
             roots.append(RootStatus(name: root.name, path: root.path, files: totals?.files ?? 0, bytes: totals?.bytes ?? 0,
                                     state: rootState, reason: rootReason))
         }
-        let changes = (facts?.pending ?? []).map { row in
-            PendingChange(path: row.path, kind: ChangeKind(rawValue: row.kind) ?? .modify, queuedAt: row.queuedAt,
-                          attempts: row.attempts, refused: row.lastError)
+        let refusals = facts?.refused ?? []
+        var changes = refusals.map { failed in
+            PendingChange(path: failed.path, kind: .modify, queuedAt: failed.since, attempts: failed.attempts, refused: failed.failure.message)
+        }
+        let now = Clock.now()
+        for row in facts?.pending ?? [] where !refusals.contains(where: { $0.path == row.path }) && changes.count < PendingSummary.listed {
+            changes.append(PendingChange(path: row.path, kind: ChangeKind(rawValue: row.kind) ?? .modify,
+                                         queuedAt: row.modifiedAt > 0 ? row.modifiedAt : now))
         }
         let lastProblem = logger.lastProblem.map { ProblemNote(at: $0.at, level: $0.level.name, message: $0.message) }
         return StatusReport(
@@ -157,8 +160,8 @@ extension Agent: ControlHandler {
                                   retryAt: access.rateLimitRemaining(now: Clock.now()) == nil ? nil : access.retryAt),
             roots: roots,
             pending: PendingSummary(count: pendingCount, refused: facts?.refusedCount ?? 0, changes: changes),
-            remote: RemoteSummary(upToDate: caughtUp && !control.paused && (facts?.notAppliedCount ?? 0) == 0 && digestSummary.matched
-                                  && transfers.moving.isEmpty, position: facts?.feedToken),
+            remote: RemoteSummary(upToDate: caughtUp && !control.paused && overall.toApply == 0 && (facts?.notAppliedCount ?? 0) == 0
+                                  && digestSummary.matched && transfers.moving.isEmpty && overall.inFlight == 0, position: facts?.feedToken),
             skipped: SkippedSummary(count: facts?.skippedCount ?? 0, paths: facts?.skipped ?? []),
             ignored: facts?.ignoredCount ?? 0,
             transfers: transfers.statuses(),
@@ -206,7 +209,7 @@ extension Agent: ControlHandler {
             logger.info("resumed (sinkid resume)")
             done.append("resumed")
             await restartPull()
-            pumpPush()
+            pumpSync()
         }
         control.notifier?.status(serviceStatus)
         return ControlAck(done.isEmpty ? "not paused; nothing to resume" : done.joined(separator: "; "))
@@ -235,33 +238,20 @@ extension Agent: ControlHandler {
         // The feed asks without waiting; restartPull ends its backoff sleep.
         feed.askNow = true
         await restartPull()
-        pumpPush()
+        pumpSync()
         return ControlAck("looking at every root again and asking \(serverURL) for changes now")
     }
 
     public func retry(path: String?) async throws(ControlError) -> [String] {
         guard let replica else { throw ControlError(.unavailable, "the agent is not ready") }
-        var paths: [String]
-        do { paths = try await replica.retryRefused(under: path) } catch {
-            throw ControlError(.failed, "cannot requeue refused changes: \(error)")
-        }
+        var paths = await replica.retryFailures(under: path)
         paths += retryTransfers(under: path).filter { !paths.contains($0) }
-        do {
-            let due = try await replica.makeUnappliedDue(under: path)
-            paths += due.filter { !paths.contains($0) }
-            if !due.isEmpty {
-                logger.info("retrying \(due.count) remote change(s) not applied (sinkid retry)")
-                Task { await self.retryNotApplied() }
-            }
-        } catch {
-            throw ControlError(.failed, "cannot retry the remote changes not applied: \(error)")
-        }
         if let path, paths.isEmpty {
             throw ControlError(.notFound, "nothing the server refused, no failed transfer and no remote change not applied at or below \(quoted(path)) (sinkid status lists them)")
         }
         if !paths.isEmpty {
-            logger.info("retrying \(paths.count) refused change(s) (sinkid retry)")
-            pumpPush()
+            logger.info("retrying \(paths.count) change(s) that failed (sinkid retry)")
+            pumpSync()
         }
         return paths
     }
@@ -276,15 +266,15 @@ extension Agent: ControlHandler {
     public func resolve(path: String, keep: ResolveChoice) async throws(ControlError) -> ControlAck {
         guard let replica else { throw ControlError(.unavailable, "the agent is not ready") }
         guard let choice = KeepChoice(rawValue: keep.rawValue) else { throw ControlError(.badRequest, "bug: unknown choice \(keep)") }
-        let result: (report: ApplyReport, message: String)?
+        let result: (applied: [AppliedChange], message: String)?
         do { result = try await replica.resolveWaiting(path, keep: choice) } catch {
             throw ControlError(.failed, "cannot resolve \(quoted(path)): \(error)")
         }
         guard let result else {
             throw ControlError(.notFound, "no conflict waits at \(quoted(path)); only the ask rule leaves conflicts for resolve (sinkid conflicts lists them)")
         }
-        do { try await noteApplied(result.report) } catch { logger.error("\(error)") }
-        pumpPush()
+        publishApplied(result.applied)
+        pumpSync()
         return ControlAck(result.message)
     }
 

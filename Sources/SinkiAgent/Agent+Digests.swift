@@ -7,25 +7,13 @@ import SinkiTransfer
 /// The checks of this agent's copy of the server's records (the Remote tree) against the server's own
 /// digests (issue 21): "up to date" is said only once they matched at the feed position read.
 struct DigestCheckState {
-    /// The digests of every root matched the server's at the position the feed was last read to, and
-    /// every version read is held here; cleared whenever the feed brings something new.
+    /// The digests of every root matched the server's at the position the feed was last read to;
+    /// cleared whenever the feed brings something new.
     var matched = false
     /// When they last matched.
     var lastMatch: Int64?
     /// Kept in the state database across restarts.
     var counts = DigestCounts()
-    /// Versions of the Remote tree up to this tag were found held here (the next look starts after it).
-    var heldThrough: Int64 = 0
-    /// Versions applied again because they were not held, by path: found so a second time at the same
-    /// tag, they are not tried again but shown (`stuck`).
-    var retriedNotHeld: [String: Int64] = [:]
-    /// Paths whose version read from the server could not be made to hold here.
-    var stuck: Set<String> = []
-    /// Every version read up to the feed position was found held here, with nothing waiting either
-    /// way; cleared whenever the feed brings something new.
-    var heldVerified = false
-    /// That look runs now.
-    var lookingHeld = false
     /// The server answered that it has no digests (an older server): nothing waits for them.
     var unsupported = false
     /// Why the last check could not finish (nil: it did, or none ran yet).
@@ -38,21 +26,11 @@ struct DigestCheckState {
     /// The last check was refused by a rate limit: once the limit has passed, the pull loop checks
     /// again before it asks for its next page.
     var checkFirst = false
-    /// Versions not held here because a later version renamed them away, by path: the version's tag
-    /// and when it was first found so. The renamer's tombstone for the old path usually follows
-    /// within moments; one that has not come after `renameGrace` never will (concurrent renames of
-    /// a file and of its folder), and the version is applied again rather than left missing here.
-    var movedAwaySince: [String: (tag: Int64, since: Int64)] = [:]
-    /// When the look that a timer brings is due (monotonic), if one is set.
-    var movedAwayLookDue: Int64?
-
-    /// How long a version renamed away waits for its old path's tombstone.
-    static let renameGrace: Int64 = 15_000_000_000
+    /// Checks in a row that got an answer outside the protocol: the next waits the longer.
+    var failedChecks = 0
 
     /// Rounds of descent and repair in one check; a mismatch left after them is shown as an error.
     static let rounds = 3
-    /// Versions looked at per check for being held here.
-    static let heldBatch = 500
 }
 
 /// How one comparison of a root's digests came out.
@@ -67,10 +45,9 @@ private enum DigestComparison {
 
 extension Agent {
     /// Checks the Remote tree against the server once the feed has been read to its end: each root's
-    /// digest at the position read (one request a root), a descent through the folders that differ
-    /// when one does (repairing the Remote tree and, through the full comparison's rules, the rows
-    /// here), then the versions read but not held here. Runs inside the pull loop, so no feed page is
-    /// applied while it compares.
+    /// digest at the position read (one request a root), and a descent through the folders that differ
+    /// when one does, setting the Remote tree to what the server holds there (the planner then does the
+    /// rest). Runs inside the pull loop, so no feed page is taken in while it compares.
     func checkWithServer() async {
         digests.matched = false
         guard let replica, caughtUp, !stopping, !control.paused, !digests.seeding else { return }
@@ -81,6 +58,7 @@ extension Agent {
         do {
             guard let same = try await compareRounds() else { return }
             digests.matched = same
+            digests.failedChecks = 0
             if same {
                 digests.failure = nil
                 digests.lastMatch = Clock.now()
@@ -103,8 +81,23 @@ extension Agent {
                 digests.checkFirst = true
                 return
             }
-            digests.recheck = true
-            if error is SyncError { logger.warning(digests.failure!) } else { logger.error(digests.failure!) }
+            if case .transport? = error as? SyncError {
+                // The server out of reach: the feed finds it again, and the check follows its next page.
+                digests.recheck = true
+            } else {
+                // An answer that is not the protocol (a server that does not speak it right, an answer cut
+                // short): asked again after a growing pause, never in a loop with the feed.
+                digests.failedChecks += 1
+                let seconds = min(60, 1 << min(6, digests.failedChecks - 1))
+                Task {
+                    _ = await self.sleeper?.sleep(milliseconds: UInt64(seconds) * 1000)
+                    self.digests.recheck = true
+                    self.wakeFeed("the check against the server's digests is due again")
+                }
+            }
+            if digests.failedChecks <= 1 {
+                if error is SyncError { logger.warning(digests.failure!) } else { logger.error(digests.failure!) }
+            }
         }
     }
 
@@ -212,108 +205,19 @@ extension Agent {
             guard page.more, let last = page.records.last?.path else { break }
             after = last
         }
-        let repair = try await replica.repairRemote(folder: folder, server: records, floor: floor, listedAt: listedAt)
-        for mismatch in repair.mismatched {
+        let mismatched = try await replica.repairRemote(folder: folder, server: records, floor: floor, listedAt: listedAt)
+        for mismatch in mismatched {
             logger.error("mismatch with the server at \(quoted(mismatch.path)): the server has \(Self.describe(mismatch.server)), "
                          + "this agent's copy had \(Self.describe(mismatch.here)); repaired")
         }
-        if !repair.findings.toApply.isEmpty { try await applyRemote(repair.findings.toApply, token: nil) }
-        if !repair.findings.requeued.isEmpty { pumpPush() }
-        return repair.mismatched
+        if !mismatched.isEmpty { pumpSync() }
+        return mismatched
     }
 
     private func noteRepaired(_ mismatched: [RemoteMismatch]) async throws {
         digests.counts.repaired += mismatched.count
         digests.counts.lastRepairAt = Clock.now()
-        // Versions the repair set may be older than what was looked at already: look at all of them.
-        digests.heldThrough = 0
         try await replica?.saveDigestCounts(digests.counts)
-    }
-
-    /// Once nothing waits either way (nothing to send or in flight, nothing kept as not applied, nothing
-    /// moving: a push's entries stay queued until its answer is recorded) and the digests matched,
-    /// every version read up to the feed position must be held here: only then is
-    /// a row that does not hold one a change whose outcome was lost, not work under way (a rename's old
-    /// path waiting for its tombstone, a version a listing read before the feed brought it).
-    func checkHeldWhenSettled() async {
-        guard digests.matched, !digests.heldVerified, !digests.lookingHeld, caughtUp, !stopping, !control.paused,
-              transfers.moving.isEmpty, let replica else { return }
-        digests.lookingHeld = true
-        defer { digests.lookingHeld = false }
-        guard await replica.isSettledBesideConflicts else { return }
-        do {
-            let unsettled = try await applyNotHeld()
-            // Applied again: the look runs once more when that has settled (a held version is not looked
-            // at twice); waiting for a tombstone: when it comes, or when its grace ends.
-            if unsettled == 0 && digests.stuck.isEmpty { digests.heldVerified = true }
-        } catch {
-            logger.warning("cannot look at the versions read from the server: \(error)")
-        }
-    }
-
-    /// Applies again the versions read from the server that the rows here do not hold: each one a
-    /// defect (logged at ERROR and counted), which left alone would keep this folder silently
-    /// different. A version that still is not held after that is shown in status, not tried forever.
-    /// Returns how many were applied again or still wait for a rename's tombstone (none: all held).
-    private func applyNotHeld() async throws -> Int {
-        guard let replica, let client else { throw CancellationError() }
-        let (found, movedAway, through) = try await replica.remoteNotHeld(after: digests.heldThrough, limit: DigestCheckState.heldBatch)
-        var records: [Record] = []
-        var lowest = through
-        var entries = found
-        let now = Clock.monotonic()
-        var waiting: [String: (tag: Int64, since: Int64)] = [:]
-        for entry in movedAway {
-            let since = digests.movedAwaySince[entry.path].flatMap { $0.tag == entry.changeTag ? $0.since : nil } ?? now
-            if now - since >= DigestCheckState.renameGrace {
-                logger.error("\(quoted(entry.path)): version \(entry.changeTag) was renamed away here, but the old path's delete never came "
-                             + "from the side that renamed it; taking the version again")
-                entries.append(entry)
-            } else {
-                waiting[entry.path] = (entry.changeTag, since)
-                lowest = min(lowest, entry.changeTag - 1)
-            }
-        }
-        digests.movedAwaySince = waiting
-        scheduleMovedAwayLook()
-        for entry in entries {
-            if digests.retriedNotHeld[entry.path] == entry.changeTag {
-                if digests.stuck.insert(entry.path).inserted {
-                    logger.error("\(quoted(entry.path)): version \(entry.changeTag) read from the server is still not held here after applying it again")
-                }
-                lowest = min(lowest, entry.changeTag - 1)
-                continue
-            }
-            digests.retriedNotHeld[entry.path] = entry.changeTag
-            lowest = min(lowest, entry.changeTag - 1)
-            logger.error("\(quoted(entry.path)): version \(entry.changeTag) was read from the server but never applied here; applying it now")
-            if let full = try await client.record(at: entry.path), full.changeTag >= entry.changeTag { records.append(full) }
-        }
-        digests.heldThrough = lowest
-        for path in digests.stuck where !entries.contains(where: { PathText.same($0.path, path) }) { digests.stuck.remove(path) }
-        // Still waiting for a tombstone: not settled, so not up to date, until it comes or the grace ends.
-        guard !records.isEmpty else { return waiting.count }
-        digests.counts.lateApplied += records.count
-        try await replica.saveDigestCounts(digests.counts)
-        try await applyRemote(records, token: nil)
-        return records.count
-    }
-
-    /// Looks at the versions read once more when the first one renamed away here passes its grace,
-    /// unless the feed brought something (its tombstone, say) before: every new page looks again.
-    private func scheduleMovedAwayLook() {
-        guard let first = digests.movedAwaySince.values.map(\.since).min(), let sleeper else { return }
-        let due = first + DigestCheckState.renameGrace
-        // A look already comes by then (it schedules the next one itself).
-        if let set = digests.movedAwayLookDue, set <= due { return }
-        digests.movedAwayLookDue = due
-        let milliseconds = UInt64(max(0, due - Clock.monotonic()) / 1_000_000) + 1
-        Task {
-            let slept = await sleeper.sleep(milliseconds: milliseconds)
-            if self.digests.movedAwayLookDue == due { self.digests.movedAwayLookDue = nil }
-            guard slept else { return }
-            await self.sayIfUpToDate()
-        }
     }
 
     /// Fills the Remote tree of a database that predates it with one full listing of the server (the
@@ -338,16 +242,14 @@ extension Agent {
 
     /// What status shows of the checks.
     var digestSummary: DigestSummary {
-        DigestSummary(matched: digests.matched && digests.heldVerified, lastMatch: digests.lastMatch, repaired: digests.counts.repaired,
-                      lastRepairAt: digests.counts.lastRepairAt, lateApplied: digests.counts.lateApplied,
-                      stuck: digests.stuck.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }, failure: digests.failure,
-                      unsupported: digests.unsupported)
+        DigestSummary(matched: digests.matched, lastMatch: digests.lastMatch, repaired: digests.counts.repaired,
+                      lastRepairAt: digests.counts.lastRepairAt, failure: digests.failure, unsupported: digests.unsupported)
     }
 
-    private static func describe(_ entry: RemoteEntry?) -> String {
+    private static func describe(_ entry: RemoteFacts?) -> String {
         guard let entry else { return "nothing" }
-        if entry.type == Record.directoryType { return "a folder (version \(entry.changeTag))" }
-        return "version \(entry.changeTag) (\(entry.size) bytes, \(entry.contentID.prefix(12))…)"
+        if entry.kind == .directory { return "a folder (version \(entry.tag))" }
+        return "version \(entry.tag) (\(entry.size) bytes, \(entry.hash.prefix(12))…)"
     }
 }
 

@@ -14,6 +14,7 @@ extension Agent {
         var prefetched: Task<RecordPage, any Error>?
         defer { prefetched?.cancel() }
         while !stopping && !control.paused && !Task.isCancelled {
+            endFeedReadIfStopped()
             if !control.safetyStops.isEmpty {
                 // Remote changes wait too: a stopped root is not what its records say it is.
                 _ = await sleeper.sleep(milliseconds: 3_600_000)
@@ -44,15 +45,21 @@ extension Agent {
                     page = try await feedPage(after: try await replica.feedToken(server: feedKey))
                 }
                 connected()
-                if !page.records.isEmpty {
-                    digests.matched = false
-                    digests.heldVerified = false
-                }
+                if !page.records.isEmpty { digests.matched = false }
                 if page.more {
                     let token = page.token
                     upcoming = Task { try await self.page(after: token) }
                 }
-                try await applyRemote(page.records, token: page.token)
+                // The page into the Remote tree (with its position), then the rounds that write it here. Pages
+                // that follow at once are read first while their content fits in memory: a rename's new path
+                // and its old path's delete may be a page apart, and the rename is done here only once the
+                // delete is read.
+                try await replica.ingest(page.records, token: page.token)
+                let ahead = await replica.inlineBytes
+                // Mid-read, no round runs (a watcher event, an answer): one would plan the page before its
+                // renames' deletes are read, and write each renamed file again instead of moving it.
+                feedMidRead = page.more && ahead <= Self.inlineAhead
+                if !feedMidRead { await syncUntilSettled() }
                 prefetched = upcoming
                 upcoming = nil
                 if !page.more && page.records.count > 100 { trimMemory() }
@@ -62,8 +69,6 @@ extension Agent {
                     let pendingNow = await replica.pendingCount
                     if pendingNow > 0 { logger.info("read \(serverURL)'s changes to the end; \(pendingNow) local change(s) to send") }
                     await sayIfUpToDate()
-                    // Changes an earlier run could not apply are tried again now that the feed is read.
-                    scheduleRetry()
                     if uncleanStart {
                         uncleanStart = false
                         Task { await self.verifyNow("the last run did not stop cleanly") }
@@ -73,13 +78,14 @@ extension Agent {
                 }
                 // Read to its end: this agent's copy of the server's records is checked against the server's
                 // digests before anything says "up to date" (an empty long-poll after a match needs no new look).
-                pumpPush()
+                pumpSync()
                 if !page.more && caughtUp && !(page.records.isEmpty && digests.matched && !digests.recheck) {
                     digests.recheck = false
                     await checkWithServer()
                 }
                 if caughtUp { await sayIfUpToDate() }
             } catch let error as SyncError {
+                endFeedRead()
                 if stopping { return }
                 if case .transport(.cancelled) = error { return }
                 if noteAccess(error) { continue }
@@ -98,6 +104,7 @@ extension Agent {
                 if case .transport = error { disconnected(error) } else { logger.error("\(error)") }
                 await waitToRetry()
             } catch {
+                endFeedRead()
                 if stopping || Task.isCancelled { return }
                 logger.error("cannot apply remote changes: \(error)")
                 await waitToRetry()
@@ -105,12 +112,24 @@ extension Agent {
         }
     }
 
+    /// A read of the feed cut short: the rounds held for it run now.
+    private func endFeedRead() {
+        guard feedMidRead else { return }
+        feedMidRead = false
+        pumpSync()
+    }
+
+    /// The read goes no further this time round (a safety stop, a refused token): it ends here.
+    private func endFeedReadIfStopped() {
+        if !control.safetyStops.isEmpty || !accessOpen { endFeedRead() }
+    }
+
     /// Says "up to date with SERVER" once the agent gets there after a start or a lost connection:
-    /// the feed read to its end, nothing local to send, nothing remote waiting to be applied. Not
-    /// per change after that: a busy folder would log a line each time.
+    /// the feed read to its end, the three trees equal everywhere (nothing to send, fetch or write,
+    /// nothing handed out), no file moving, and the digests matched. Not per change after that: a busy
+    /// folder would log a line each time.
     func sayIfUpToDate() async {
-        await checkHeldWhenSettled()
-        guard caughtUp, !stopping, !saidUpToDate, digests.matched, digests.heldVerified, transfers.moving.isEmpty, let replica else { return }
+        guard caughtUp, !stopping, !saidUpToDate, digests.matched, transfers.moving.isEmpty, let replica else { return }
         if await replica.isSettled {
             // Another call may have said it while this one waited for the replica.
             guard !saidUpToDate else { return }
@@ -124,6 +143,9 @@ extension Agent {
             control.notifier?.status(serviceStatus)
         }
     }
+
+    /// Inline content read ahead of the rounds that write it, at most (pages are read on while below).
+    static let inlineAhead = 16 << 20
 
     /// The catch-up page after `token`, asked for without waiting.
     private func page(after token: String) async throws -> RecordPage {

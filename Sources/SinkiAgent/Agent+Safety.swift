@@ -64,7 +64,7 @@ extension Agent {
                 let pending = await replica.takeUnwatched()
                 if pending.isEmpty { continue }
                 var batch = WatchBatch()
-                batch.changes = pending.map { WatchBatch.Change(root: $0.root, relative: $0.relative, recursive: true) }
+                batch.changes = pending.map { WatchBatch.Change(root: $0.root.index, relative: $0.relative, recursive: true) }
                 handleWatch(batch)
             }
         }

@@ -6,13 +6,6 @@ import SinkiSupport
 import SinkiTransfer
 import SinkiWatch
 
-/// What `fetchAssets` brought: the downloads it holds for the apply, and the records whose content
-/// could not be fetched, with why.
-struct AssetFetchResult {
-    var fetched: [AssetFetch] = []
-    var failed: [String: ApplyFailure] = [:]
-}
-
 extension Agent {
     // MARK: The tus client
 
@@ -33,27 +26,11 @@ extension Agent {
 
     // MARK: Uploads
 
-    /// Starts uploads of large files whose records wait for them, up to `[transfer] parallel` at once.
-    func pumpUploads() {
-        // Not gated on `reachable`: that turns true only when a long-poll answers, and the tus client
-        // retries a server out of reach on its own.
-        guard caughtUp, !stopping, !control.paused, accessOpen, !transfers.choosingUploads, let replica else { return }
-        let width = max(1, configuration.transfer.parallel)
-        guard transfers.uploads.count < width else { return }
-        transfers.choosingUploads = true
-        let busy = Set(transfers.uploads.keys).union(transfers.failed.keys.filter { $0.hasPrefix("upload:") }.map(TransferBook.Key.path))
-        Task {
-            let paths: [String]
-            do { paths = try await replica.uploadCandidates(limit: width - transfers.uploads.count, excluding: busy) } catch {
-                logger.error("cannot list the files to upload: \(error)")
-                paths = []
-            }
-            transfers.choosingUploads = false
-            guard !stopping, !control.paused else { return }
-            for path in paths where transfers.uploads[path] == nil && transfers.uploads.count < width {
-                transfers.uploads[path] = Task { await self.upload(path) }
-            }
-        }
+    /// Starts the chunked upload of a large file the replica handed out (its record goes once its
+    /// chunks are on the server).
+    func startUpload(_ path: String) {
+        guard transfers.uploads[path] == nil else { return }
+        transfers.uploads[path] = Task { await self.upload(path) }
     }
 
     /// Sends one large file's chunks that the server lacks (going on from an earlier run) and marks
@@ -62,11 +39,16 @@ extension Agent {
     /// lacks go (a verify found some missing).
     func upload(_ path: String, repair: Bool = false) async {
         let key = TransferBook.Key.of(.upload, path)
+        var failure: ApplyFailure?
         defer {
             transfers.uploads[path] = nil
             transfers.moving[key] = nil
-            finishIfIdle()
-            pumpUploads()
+            let failed = failure
+            Task {
+                if !repair { try? await self.replica?.uploadEnded(path, failure: failed) }
+                self.finishIfIdle()
+                self.pumpSync()
+            }
         }
         guard let replica, let tus = tusClient(), let sync = client else { return }
         let source: UploadSource
@@ -91,7 +73,6 @@ extension Agent {
             logger.info("uploaded \(quoted(path)): \(source.size) bytes in \(sent.chunks) chunk(s), \(sent.bytes) sent now\(resumed)")
             transfers.failed[key] = nil
             failedUploadAttempts[key] = nil
-            if sent.recordWaits { pumpPush() }
         } catch {
             if stopping || control.paused || Task.isCancelled { return }
             if error is UploadSuperseded || error is ChunkReadError {
@@ -109,15 +90,10 @@ extension Agent {
             transfers.failed[key] = TransferBook.Failure(direction: .upload, total: source.size, reason: "\(error)", attempts: attempts)
             let delay = TransferBook.uploadRetryDelay(attempts: attempts)
             logger.error("upload of \(quoted(path)) failed: \(error); tried again in \(Int(delay)) s (sinkid retry: now)")
-            Task {
-                _ = await sleeper?.sleep(milliseconds: UInt64(delay * 1000))
-                // Still failed (not retried by hand, not superseded by a change meanwhile): start it again.
-                guard !stopping, transfers.failed[key]?.attempts == attempts else { return }
-                transfers.failed[key] = nil
-                // The server may take it now (a larger Tus-Max-Size, say): ask it again what it offers.
-                transfers.client = nil
-                pumpUploads()
-            }
+            // The failure holds the path for its delay; the server may take it then (a larger
+            // Tus-Max-Size, say), so the next try asks it again what it offers.
+            failure = ApplyFailure(.io, "its upload failed: \(error)")
+            transfers.client = nil
         }
     }
 
@@ -133,95 +109,39 @@ extension Agent {
     /// Has the watcher's path look at `path` again (it changed, or is not what the database says).
     func lookAgain(_ path: String) {
         guard let root = rootIndex(of: path), let relative = PathText.afterFirstComponent(path) else { return }
-        recheckLater([(root, relative)])
+        recheckLater([LocalPath(RootID(root), relative)])
     }
 
     // MARK: Downloads
 
-    /// Downloads the assets `records` need, up to `[transfer] parallel` at once, before they are
-    /// applied: a record is written only when every byte it names is here and checked. A download that
-    /// failed after its last attempt is returned in `failed` (its record is then kept as not applied,
-    /// with why, and tried again later); a server out of reach throws. Every download returned is held
-    /// until `releaseDownloads`: two callers needing the same bytes never remove them under each other.
-    func fetchAssets(_ records: [Record], retrying: Bool = false) async throws -> AssetFetchResult {
-        guard let replica, records.contains(where: { $0.asset != nil }) else { return AssetFetchResult() }
-        let fetches = try await replica.assetsToFetch(records)
-        var result = AssetFetchResult(fetched: fetches)
-        if fetches.isEmpty { return result }
-        for fetch in fetches { transfers.downloadHolds[fetch.asset.sha256, default: 0] += 1 }
-        var needed: [AssetFetch] = []
-        for fetch in fetches where !fetch.ready {
-            let key = TransferBook.Key.of(.download, fetch.path)
-            if let failure = transfers.failed[key], !retrying {
-                result.failed[fetch.path] = ApplyFailure(.downloadFailed, "its download failed: \(failure.reason)")
-            } else {
-                transfers.failed[key] = nil
-                needed.append(fetch)
-            }
-        }
-        let width = max(1, configuration.transfer.parallel)
-        var start = 0
-        while start < needed.count {
-            let wave = needed[start..<min(start + width, needed.count)]
-            let tasks = wave.map { fetch in sharedDownload(fetch) }
-            var thrown: (any Error)?
-            await withTaskCancellationHandler {
-                for (fetch, task) in zip(wave, tasks) {
-                    do {
-                        if let failure = try await task.value { result.failed[fetch.path] = failure }
-                    } catch { thrown = thrown ?? error }
-                }
-            } onCancel: {
-                for task in tasks { task.cancel() }
-            }
-            if let thrown {
-                await releaseDownloads(result)
-                throw thrown
-            }
-            start += width
-        }
-        return result
-    }
-
     /// The download of `fetch`'s bytes: the one already running for the same content (another page,
     /// a push's conflict, a retry), or a new one. Two downloads of one content would share one partial
     /// file and pull it from under each other.
-    private func sharedDownload(_ fetch: AssetFetch) -> Task<ApplyFailure?, any Error> {
-        if let running = transfers.downloading[fetch.asset.sha256] { return running }
+    func sharedDownload(_ fetch: ContentFetch) -> Task<ApplyFailure?, any Error> {
+        let name = fetch.asset?.sha256 ?? fetch.path
+        if let running = transfers.downloading[name] { return running }
         let task = Task { () -> ApplyFailure? in
-            defer { self.transfers.downloading[fetch.asset.sha256] = nil }
+            defer { self.transfers.downloading[name] = nil }
             return try await self.download(fetch)
         }
-        transfers.downloading[fetch.asset.sha256] = task
+        transfers.downloading[name] = task
         return task
-    }
-
-    /// Lets go of downloads `fetchAssets` returned; the last holder of one that the apply did not
-    /// consume removes it.
-    func releaseDownloads(_ result: AssetFetchResult) async {
-        guard let replica else { return }
-        var unused: [AssetFetch] = []
-        for fetch in result.fetched {
-            let left = (transfers.downloadHolds[fetch.asset.sha256] ?? 1) - 1
-            transfers.downloadHolds[fetch.asset.sha256] = left > 0 ? left : nil
-            if left <= 0 { unused.append(fetch) }
-        }
-        if !unused.isEmpty { await replica.discardDownloads(unused) }
     }
 
     /// Downloads one asset into the state folder (going on from what an earlier try left), checked
     /// against its size and SHA-256; a mismatch is downloaded again, never kept. Returns why it failed
     /// after its last attempt; throws when the server is out of reach or the agent stops.
-    private func download(_ fetch: AssetFetch) async throws -> ApplyFailure? {
-        if fetch.asset.isManifest { return try await rebuild(fetch) }
-        guard let replica, let client = tusClient() else { throw CancellationError() }
+    private func download(_ fetch: ContentFetch) async throws -> ApplyFailure? {
+        guard let asset = fetch.asset, let partialPath = fetch.partialPath else { return nil }
+        if asset.isManifest { return try await rebuild(fetch, asset) }
+        guard let client = tusClient() else { throw CancellationError() }
         let key = TransferBook.Key.of(.download, fetch.path)
-        let size = fetch.asset.size
+        let size = asset.size
         transfers.moving[key] = TransferBook.Moving(direction: .download, total: size)
         defer { transfers.moving[key] = nil }
         do {
-            let received = try await client.download(serverURL + Routes.assets + fetch.asset.id, to: fetch.partialPath, size: size,
-                                                     sha256: fetch.asset.sha256,
+            let received = try await client.download(serverURL + Routes.assets + asset.id, to: partialPath, size: size,
+                                                     sha256: asset.sha256,
                                                      progress: { [unowned self] done, total in
                 // A resumed download's total is what was left to fetch.
                 self.assumeIsolated { $0.transfers.progress(key, done: total > 0 ? size - total + done : done) }
@@ -238,18 +158,14 @@ extension Agent {
             logger.error("download of \(quoted(fetch.path)) failed: \(error); tried again later (or now with sinkid retry)")
             return ApplyFailure(.downloadFailed, "its download failed: \(error)")
         }
-        do { try await replica.downloadFinished(fetch) } catch {
-            return ApplyFailure.from(error)
-        }
         return nil
     }
 
     /// Builds a manifest asset's file in the state folder: chunks already on this machine are copied
     /// (each checked), the rest downloaded (each checked), `[transfer] parallel` at once. Returns why
     /// it failed; throws when the server is out of reach or the agent stops.
-    private func rebuild(_ fetch: AssetFetch) async throws -> ApplyFailure? {
+    private func rebuild(_ fetch: ContentFetch, _ asset: Asset) async throws -> ApplyFailure? {
         guard let replica, let sync = client else { throw CancellationError() }
-        let asset = fetch.asset
         let key = TransferBook.Key.of(.download, fetch.path)
         guard let chunks = asset.chunks else { return ApplyFailure(.invalid, "bug: a manifest asset without chunks") }
         if let problem = ContentID.manifestProblem(chunks.map { ($0.sha256, $0.size) }, size: asset.size, hash: asset.sha256) {
@@ -310,7 +226,6 @@ extension Agent {
         // The server may have changed what it takes (its maximum size, say): ask it again.
         transfers.client = nil
         logger.info("retrying \(keys.count) failed transfer(s) (sinkid retry)")
-        pumpUploads()
         return keys.map(TransferBook.Key.path).sorted()
     }
 

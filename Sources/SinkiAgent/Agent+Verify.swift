@@ -21,7 +21,6 @@ struct VerifyState {
     static let rounds = 3
     /// Records per page asked of the server.
     static let page = 1000
-    static let purgedDevice = "the server (tombstone purged)"
 }
 
 extension Agent {
@@ -104,21 +103,17 @@ extension Agent {
                 let listedAt = storeReplaced ? .max : FeedToken.tag(of: head) ?? .max
                 let last = page.more ? page.records.last?.path : nil
                 // After the server forgot our position, everything up to the listing is ours to bring in.
-                let appliedUpTo = storeReplaced ? .max : adoptHead ? listedAt : (applied ?? .max)
-                let findings = try await replica.compare(root: index, server: page.records, after: after, through: last,
-                                                         floor: page.floor ?? 0, appliedUpTo: appliedUpTo, listedAt: listedAt)
-                differing += findings.differing
-                if !findings.toApply.isEmpty {
-                    try await applyRemote(findings.toApply, token: nil)
-                    try await replica.forgetPurged(findings.toApply)
-                }
+                let readThrough = storeReplaced ? .max : adoptHead ? listedAt : min(listedAt, applied ?? .max)
+                let mismatched = try await replica.compare(root: index, server: page.records, after: after, through: last,
+                                                           floor: page.floor ?? 0, readThrough: readThrough)
+                differing += mismatched.map(\.path)
                 guard let last else { break }
                 after = last
             }
         }
         if adoptHead, let head { try await replica.adoptFeedPosition(head) }
         differing += try await repairChunks()
-        pumpPush()
+        pumpSync()
         return differing
     }
 
@@ -153,17 +148,16 @@ extension Agent {
     }
 
 
-    /// Between rounds: what the repairs queued is sent and what they kept aside is tried again, so
-    /// that the next round finds them done.
+    /// Between rounds: what the repairs made differ is carried out (sent, written, failures tried
+    /// again), so that the next round finds it done.
     private func settleAfterRepairs() async {
         guard let replica else { return }
-        _ = try? await replica.makeUnappliedDue(under: nil, includingInvalid: false)
-        await retryNotApplied()
-        pumpPush()
+        await replica.retryFailures(under: nil)
+        await syncUntilSettled()
         let deadline = Clock.monotonic() + 30_000_000_000
-        while !stopping, Clock.monotonic() < deadline, !(pushTasks.isEmpty && !preparingPush && transfers.uploads.isEmpty) {
+        while !stopping, Clock.monotonic() < deadline, !(pushTasks.isEmpty && transfers.uploads.isEmpty && !rounds.running) {
             guard let sleeper else { break }
-            _ = await sleeper.sleep(milliseconds: 50)
+            _ = await sleeper.sleep(milliseconds: 50) // the pushes' answers come on the loop meanwhile
         }
     }
 

@@ -1,4 +1,5 @@
 import SinkiState
+import SinkiSupport
 import SinkiWatch
 
 extension Agent {
@@ -73,7 +74,7 @@ extension Agent {
                 if !unstable.isEmpty { recheckLater(unstable) }
                 let deferred = await replica.takeDeferred()
                 if !deferred.isEmpty { recheckLater(deferred, after: 700) }
-                if queued > 0 { pumpPush() }
+                if queued > 0 { pumpSync() }
             } catch {
                 logger.error("cannot look at local changes: \(error)")
             }
@@ -81,12 +82,12 @@ extension Agent {
     }
 
     /// Files that changed while being read are looked at again once they are quiet.
-    func recheckLater(_ paths: [(root: Int, relative: String)], after milliseconds: UInt64? = nil) {
+    func recheckLater(_ paths: [LocalPath], after milliseconds: UInt64? = nil) {
         guard let sleeper else { return }
         Task {
             _ = await sleeper.sleep(milliseconds: milliseconds ?? configuration.watchDelayMilliseconds)
             var batch = WatchBatch()
-            batch.changes = paths.map { WatchBatch.Change(root: $0.root, relative: $0.relative, recursive: false) }
+            batch.changes = paths.map { WatchBatch.Change(root: $0.root.index, relative: $0.relative, recursive: false) }
             self.handleWatch(batch)
         }
     }

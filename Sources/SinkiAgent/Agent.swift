@@ -22,8 +22,10 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
 /// The sync agent: one actor on the event loop that owns the watcher, the HTTP client, timers and
 /// signals, and hands blocking work to the replica (design §4).
 ///
-/// A change flows: inotify → `Watcher` batch → `Replica.check` (hash, outbox) → `pumpPush` →
-/// modify request; and back: change feed → `Replica.apply` (temp file, rename, syncfs, database).
+/// A change flows: inotify → `Watcher` batch → `Replica.check` (into the Local tree) → `pumpSync` →
+/// `Replica.step` (planned, built) → modify request → `Replica.acknowledge` (Remote and Synced); and
+/// back: change feed → `Replica.ingest` (Remote) → `Replica.step` (temp file, rename, syncfs, Local
+/// and Synced).
 public actor Agent {
     public nonisolated let loop: EventLoop
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
@@ -58,6 +60,8 @@ public actor Agent {
     var stopping = false
     /// The change feed has been read to its end once since start: pushes may begin.
     var caughtUp = false
+    /// A feed page was read with more right behind it: rounds wait until the read ends (Agent+Pull).
+    var feedMidRead = false
     /// nil until the first contact; false while the server cannot be reached.
     var reachable: Bool?
     var backoff = Backoff()
@@ -66,14 +70,10 @@ public actor Agent {
     var pullTask: Task<Void, Never>?
     var pushTasks: [Int: Task<Void, Never>] = [:]
     var nextPushID = 0
-    var preparingPush = false
-    /// A push was asked for while a batch was being read (see `pumpPush`).
-    var pushWanted = false
     /// The current run of sending (nil once nothing waits): what status says of a long push.
     var pushRun: PushProgress?
     /// When systemd last heard of the run's progress (monotonic nanoseconds).
     var pushRunToldAt: Int64 = 0
-    var inFlightPaths = Set<String>()
     var finished: CheckedContinuation<ExitCode, Never>?
     /// Watcher batches waiting for the replica; one look at the disk runs at a time, and batches
     /// that arrive meanwhile are merged into the next.
@@ -96,8 +96,10 @@ public actor Agent {
     var transfers = TransferBook()
     /// Merge rules, the engine and observers (Agent+Merge.swift).
     var merge: AgentMerge
-    /// Remote changes not applied yet, tried again (Agent+Retry.swift).
+    /// When paths whose operation failed are planned again (Agent+Retry.swift).
     var retries = RetrySchedule()
+    /// The rounds of planning and carrying out (Agent+Sync.swift).
+    var rounds = SyncRounds()
     /// Full comparisons with the server (Agent+Verify.swift).
     var verify = VerifyState()
     /// Checks of the Remote tree against the server's digests (Agent+Digests.swift).
@@ -156,7 +158,7 @@ public actor Agent {
     }
 
     func finishIfIdle() {
-        guard stopping, pushTasks.isEmpty, !preparingPush, transfers.uploads.isEmpty, let finished else { return }
+        guard stopping, pushTasks.isEmpty, !rounds.running, transfers.uploads.isEmpty, let finished else { return }
         self.finished = nil
         finished.resume(returning: exitCode)
     }
@@ -269,7 +271,6 @@ public actor Agent {
             }
             verify.last = try await replica.lastVerify()
             await loadDigestCounts()
-            try await replica.recoverInterruptedApply()
             await replica.useUploadEndpoint(serverURL + Routes.uploads)
             await replica.setInlineLimit(configuration.transfer.inlineMax)
             let started = Clock.monotonic()
@@ -299,7 +300,7 @@ public actor Agent {
     nonisolated var pushProgress: @Sendable (Int) -> Void {
         { [weak self] _ in
             guard let self else { return }
-            Task { await self.pumpPush() }
+            Task { await self.pumpSync() }
         }
     }
 
@@ -315,7 +316,7 @@ public actor Agent {
         contactMade()
         if wasLost {
             endRetryWaits()
-            pumpPush()
+            pumpSync()
         }
     }
 
@@ -329,7 +330,6 @@ public actor Agent {
         // A server that went away may come back as another (restored, or having lost records): the
         // first page read after the reconnect is checked against its digests before "up to date".
         digests.matched = false
-        digests.heldVerified = false
         contactLost()
         wakeFeed("a request to the server failed")
     }

@@ -22,9 +22,13 @@ struct SyncStateFacts: Sendable {
     var progress: PushProgressView?
     var refused = 0
     var waitingConflicts = 0
-    /// Remote changes not applied here (the listed ones tell their causes).
+    /// Remote changes whose write failed here (the listed ones tell their causes).
     var notApplied: [NotAppliedChange] = []
     var notAppliedCount = 0
+    /// Remote changes read and not written here yet (no failure: under way).
+    var toApply = 0
+    /// Paths handed out and not answered yet (a save, a download, an upload, a merge).
+    var inFlight = 0
     /// Paths that still differed from the server after the last full comparison.
     var differing = 0
     /// A full comparison runs and has repaired something already: it has not yet found the same.
@@ -33,16 +37,14 @@ struct SyncStateFacts: Sendable {
     var transfersRunning = 0
     /// The digests have not (yet) matched the server's at the position read.
     var checking = false
-    /// Versions read from the server that are not held here even after applying them again.
-    var stuck: [String] = []
     /// What differed from the server still after the last check's repairs.
     var digestFailure: String?
 }
 
-/// The state and its reason: "up to date" only when the feed is applied, nothing local waits to be
-/// sent, nothing remote waits to be applied, no file is moving, the digests of this agent's copy of
-/// the server's records matched the server's at the position read, and the last full comparison found
-/// the same as the server.
+/// The state and its reason: "up to date" only when the feed is read to its end, the three trees are
+/// equal (nothing local to send, nothing remote to write, nothing handed out), no file is moving, the
+/// digests of this agent's copy of the server's records matched the server's at the position read, and
+/// the last full comparison found the same as the server.
 enum SyncStateRule {
     static func decide(_ facts: SyncStateFacts) -> (state: SyncState, reason: String?) {
         if let stop = facts.safetyStop { return (.stoppedForSafety, stop) }
@@ -61,9 +63,6 @@ enum SyncStateRule {
             if facts.notApplied.contains(where: \.needsAttention) { return (.error, words + "; retried when the cause is gone (sinkid retry: now)") }
             return (.syncing, words)
         }
-        if let first = facts.stuck.first {
-            return (.error, "\(facts.stuck.count) version(s) read from the server are not held here: \(first)")
-        }
         if let failure = facts.digestFailure { return (.error, failure) }
         if facts.differing > 0 {
             return (.error, "\(facts.differing) path(s) still differ from the server after the last full comparison (sinkid sync --verify)")
@@ -75,7 +74,9 @@ enum SyncStateRule {
             guard let progress = facts.progress, progress.sent > 0 else { return (.syncing, words) }
             return (.syncing, words + "; " + progress.words)
         }
+        if facts.toApply > 0 { return (.syncing, "\(facts.toApply) remote change(s) to apply") }
         if facts.transfersRunning > 0 { return (.syncing, "\(facts.transfersRunning) file(s) moving") }
+        if facts.inFlight > 0 { return (.syncing, "\(facts.inFlight) change(s) under way") }
         if facts.verifying { return (.syncing, "comparing with the server again after repairs") }
         if facts.checking { return (.syncing, "checking this agent's copy against the server") }
         var notes: [String] = []

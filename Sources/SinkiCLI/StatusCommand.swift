@@ -84,30 +84,25 @@ struct OfflineStatus {
         }
         do {
             let database = try StatusQueries.openReadOnly(path)
-            let byRoot = try StatusQueries.pendingByRoot(database)
+            let byRoot = try StatusQueries.byRoot(database)
             var names = try StatusQueries.rootNames(database)
             for root in configured where !names.contains(root.name) { names.append(root.name) }
             for name in names {
                 let totals = try StatusQueries.totals(database, root: name)
-                let waiting = byRoot[name] ?? 0
+                let waiting = byRoot[name]?.local ?? 0
                 report.roots.append(RootStatus(name: name, path: configured.first { $0.name == name }?.path, files: totals.files,
                                                bytes: totals.bytes, state: .notRunning,
                                                reason: waiting > 0 ? "\(waiting) local change(s) wait for the agent" : nil))
             }
-            let (count, refused) = try StatusQueries.counts(database)
+            let count = try StatusQueries.counts(database).local
             let changes = try StatusQueries.pending(database, limit: PendingSummary.listed).map { row in
-                PendingChange(path: row.path, kind: ChangeKind(rawValue: row.kind) ?? .modify, queuedAt: row.queuedAt,
-                              attempts: row.attempts, refused: row.lastError)
+                PendingChange(path: row.path, kind: ChangeKind(rawValue: row.kind) ?? .modify, queuedAt: row.modifiedAt > 0 ? row.modifiedAt : now)
             }
-            report.pending = PendingSummary(count: count, refused: refused, changes: changes)
+            // What the server refused and what could not be written is known to a running agent only.
+            report.pending = PendingSummary(count: count, refused: 0, changes: changes)
             report.conflicts = try StatusQueries.conflicts(database).map(ConflictEntry.init)
             let feed = try StatusQueries.feed(database)
             report.remote = RemoteSummary(upToDate: nil, position: feed.token)
-            let notApplied = try StatusQueries.notApplied(database, limit: PendingSummary.listed)
-            report.notApplied = NotAppliedSummary(count: notApplied.count, changes: notApplied.changes.map {
-                NotAppliedChange(path: $0.record.path, cause: $0.failure.cause.rawValue, reason: $0.failure.message, attempts: $0.attempts,
-                                 since: $0.since, nextAttempt: nil)
-            })
             if let last = try StatusQueries.lastVerify(database) {
                 report.verify = VerifySummary(lastRun: last.finishedAt, result: last.result, repaired: last.repaired,
                                               differing: last.result == "differing" ? last.differing : [], detail: last.detail)

@@ -99,7 +99,6 @@ struct StatusRenderer {
         out.append(verifyLine)
         for path in verify.differing.prefix(20) { out.append("  differs  \(path)") }
         if agent.running { out.append(render(report.digest, now: now)) }
-        for path in report.digest.stuck.prefix(20) { out.append("  not held  \(path)") }
 
         out.append("skipped: \(report.skipped.count)" + (report.skipped.count > 0 ? " (fifos, sockets, devices, names that are not UTF-8)" : ""))
         for path in report.skipped.paths { out.append("  \(path)") }
@@ -132,7 +131,6 @@ struct StatusRenderer {
             line += "; " + tint("repaired after a mismatch with the server: \(digest.repaired) path(s)", .red)
                 + (digest.lastRepairAt.map { ", last \(Format.ago($0, now: now))" } ?? "")
         }
-        if digest.lateApplied > 0 { line += "; " + tint("\(digest.lateApplied) version(s) applied late", .red) }
         return line
     }
 

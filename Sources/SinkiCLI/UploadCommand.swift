@@ -195,7 +195,7 @@ private actor Uploader {
 final class UploadJournal: Sendable {
     private let store: Mutex<StateStore>
 
-    init(path: String) throws(SQLiteError) {
+    init(path: String) throws {
         store = Mutex(try StateStore(path: path))
     }
 

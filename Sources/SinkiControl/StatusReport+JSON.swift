@@ -229,18 +229,12 @@ extension VerifySummary {
 extension DigestSummary {
     var json: JSONValue {
         .object([("matched", .bool(matched)), ("lastMatch", .time(lastMatch)), ("repaired", .int(Int64(repaired))),
-                 ("lastRepairAt", .time(lastRepairAt)), ("lateApplied", .int(Int64(lateApplied))),
-                 ("stuck", .array(stuck.map { .string($0) })), ("failure", .optional(failure)), ("unsupported", .bool(unsupported))])
+                 ("lastRepairAt", .time(lastRepairAt)), ("failure", .optional(failure)), ("unsupported", .bool(unsupported))])
     }
 
     init(_ fields: JSONFields) throws(ControlError) {
-        var stuck: [String] = []
-        for item in try fields.array("stuck") {
-            guard case let .string(path) = item else { throw fields.fail("stuck", "expected strings") }
-            stuck.append(path)
-        }
         self.init(matched: try fields.bool("matched"), lastMatch: try fields.optionalTime("lastMatch"), repaired: Int(try fields.int("repaired")),
-                  lastRepairAt: try fields.optionalTime("lastRepairAt"), lateApplied: Int(try fields.int("lateApplied")), stuck: stuck,
-                  failure: try fields.optionalString("failure"), unsupported: try fields.bool("unsupported"))
+                  lastRepairAt: try fields.optionalTime("lastRepairAt"), failure: try fields.optionalString("failure"),
+                  unsupported: try fields.bool("unsupported"))
     }
 }

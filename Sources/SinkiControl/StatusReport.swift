@@ -353,7 +353,7 @@ public struct VerifySummary: Sendable, Equatable {
 /// The checks of the agent's copy of the server's records (its Remote tree) against the server's
 /// folder digests, and what they repaired (docs/status.md, `digest`).
 public struct DigestSummary: Sendable, Equatable {
-    /// The digests matched at the position the feed was last read to, and every version read is held.
+    /// The digests matched at the position the feed was last read to.
     public var matched: Bool
     /// When they last matched.
     public var lastMatch: Int64?
@@ -361,23 +361,17 @@ public struct DigestSummary: Sendable, Equatable {
     public var repaired: Int
     /// When the last such path was repaired.
     public var lastRepairAt: Int64?
-    /// Versions read from the server that were found never applied here (and applied then): defects too.
-    public var lateApplied: Int
-    /// Paths whose version read from the server still is not held here after being applied again.
-    public var stuck: [String]
     /// Why the last check could not finish, or what it left different.
     public var failure: String?
     /// The server offers no digests (an older server).
     public var unsupported: Bool
 
-    public init(matched: Bool = false, lastMatch: Int64? = nil, repaired: Int = 0, lastRepairAt: Int64? = nil, lateApplied: Int = 0,
-                stuck: [String] = [], failure: String? = nil, unsupported: Bool = false) {
+    public init(matched: Bool = false, lastMatch: Int64? = nil, repaired: Int = 0, lastRepairAt: Int64? = nil, failure: String? = nil,
+                unsupported: Bool = false) {
         self.matched = matched
         self.lastMatch = lastMatch
         self.repaired = repaired
         self.lastRepairAt = lastRepairAt
-        self.lateApplied = lateApplied
-        self.stuck = stuck
         self.failure = failure
         self.unsupported = unsupported
     }

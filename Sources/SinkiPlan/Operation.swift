@@ -44,6 +44,10 @@ public enum Conflict: Sendable, Equatable {
     case overwriteLocal(Download)
     /// The local version replaces the remote one, which the rule drops.
     case overwriteRemote(Upload)
+    /// Two changed files whose rule reads them: the merge engine decides (`MergeRule.engine`). The
+    /// remote version's content must be here first; the local one is read as it is now, and must
+    /// still be `expecting`.
+    case resolve(RecordPath, remote: RemoteEntry, expecting: Node)
 }
 
 /// Why a path waits: another path's operation must come first.

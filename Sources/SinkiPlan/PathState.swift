@@ -51,6 +51,10 @@ public enum MergeRule: Sendable, Equatable {
     case local(keepLoser: Bool)
     /// The remote version wins.
     case remote(keepLoser: Bool)
+    /// The merge engine decides, reading both files (`union`, `json`, `compare`, `command`, `ask`, and
+    /// the rules above with the engine's own tie-breaks): the planner hands two changed files over
+    /// (`Conflict.resolve`), and the executor maps the engine's answer onto the four outcomes.
+    case engine
 }
 
 /// Everything `Planner.plan` looks at for one path: a value, so the planner is a pure function.

@@ -114,6 +114,10 @@ public enum Planner {
         case let .remote(keep):
             localWins = false
             keepLoser = keep
+        case .engine:
+            // Links hold a target, not content to merge: both are kept, as for `keep-both`.
+            guard case .file = local else { return .conflict(.keepLocalAside(path, expecting: local)) }
+            return .conflict(.resolve(path, remote: remote, expecting: local))
         }
         switch (localWins, keepLoser) {
         case (true, true): return .conflict(.keepRemoteAside(path, remote: remote, expecting: local))

@@ -49,17 +49,19 @@ extension StateStore {
     static let manifestsSchema = """
         CREATE TABLE IF NOT EXISTS manifests(id TEXT PRIMARY KEY, chunks BLOB NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS chunk_places(chunk BLOB PRIMARY KEY, manifest TEXT NOT NULL, offset INTEGER NOT NULL) WITHOUT ROWID;
-        -- A file holding a manifest is found by its content identity among large files only.
-        CREATE INDEX IF NOT EXISTS files_content ON files(sha256) WHERE present = 1 AND size > \(ContentID.wholeFileLimit);
         CREATE TABLE IF NOT EXISTS chunk_uploads(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime INTEGER NOT NULL,
             ctime INTEGER NOT NULL, inode INTEGER NOT NULL, offset INTEGER NOT NULL, chunks BLOB NOT NULL, manifest TEXT,
             content TEXT) WITHOUT ROWID;
         """
 
-    /// Keeps a manifest and points each of its chunks at it (the newest manifest wins a chunk).
-    public func saveManifest(_ id: String, chunks: [ChunkRef]) throws(SQLiteError) {
-        guard try database.scalar("SELECT 1 FROM manifests WHERE id = ?", id) == nil else { return }
-        try database.run("INSERT INTO manifests(id, chunks) VALUES(?, ?)", id, ManifestCoding.encode(chunks.map { ($0.sha256, $0.size) }))
+    /// Keeps a manifest; with `held` (a file here has this content now) its chunks point at it as where
+    /// they can be read (the newest such manifest wins a chunk). A manifest only read from the server is
+    /// kept without its places: no file here holds it yet, and its chunks are read from the old version.
+    public func saveManifest(_ id: String, chunks: [ChunkRef], held: Bool = true) throws(SQLiteError) {
+        if try database.scalar("SELECT 1 FROM manifests WHERE id = ?", id) == nil {
+            try database.run("INSERT INTO manifests(id, chunks) VALUES(?, ?)", id, ManifestCoding.encode(chunks.map { ($0.sha256, $0.size) }))
+        }
+        guard held else { return }
         let statement = try database.prepare("INSERT OR REPLACE INTO chunk_places(chunk, manifest, offset) VALUES(?, ?, ?)")
         defer { statement.reset() }
         var offset: Int64 = 0
@@ -95,20 +97,22 @@ extension StateStore {
         return out
     }
 
-    /// Present files whose content is manifest `id`.
-    public func holders(of id: String) throws -> [KnownFile] {
-        var out: [KnownFile] = []
-        try database.query("SELECT \(Self.fileColumns) FROM files WHERE sha256 = ? AND present = 1 AND size > \(ContentID.wholeFileLimit) LIMIT 8", id) { row in
-            out.append(Self.readFile(row, offset: 0))
-        }
+    /// Files on disk whose content is manifest `id` (by the Local tree, `tree_content`).
+    public func holders(of id: String) throws -> [TreeRow] {
+        var out: [TreeRow] = []
+        try database.query("""
+            SELECT \(Self.treeColumns) FROM tree INDEXED BY tree_content WHERE l_hash = ? AND l_kind = 0 AND l_size > \(ContentID.wholeFileLimit) LIMIT 8
+            """, id) { out.append(Self.readRow($0)) }
         return out
     }
 
-    /// Forgets manifests no present file holds any more (and their chunks' places); returns how many.
+    /// Forgets manifests no file here holds any more, no Remote entry names and no upload builds (and
+    /// their chunks' places); returns how many.
     @discardableResult
     public func pruneManifests() throws(SQLiteError) -> Int {
         try database.run("""
-            DELETE FROM manifests WHERE id NOT IN (SELECT sha256 FROM files WHERE present = 1 AND size > \(ContentID.wholeFileLimit))
+            DELETE FROM manifests WHERE id NOT IN (SELECT l_hash FROM tree WHERE l_kind = 0 AND l_size > \(ContentID.wholeFileLimit))
+              AND id NOT IN (SELECT r_asset FROM tree WHERE r_asset_manifest = 1)
               AND id NOT IN (SELECT manifest FROM chunk_uploads WHERE manifest IS NOT NULL)
             """)
         let removed = database.changes

@@ -98,9 +98,9 @@ import Testing
     }
 
     /// A rename whose old path is never deleted (the renamer's tombstone lost to concurrent renames of
-    /// the file and of its folder on two devices: the soak's seed 300). The agents follow the rename at
-    /// once and wait for that tombstone; when it has not come after the grace, they take the old version
-    /// again instead of lacking a file the server and every other device hold, and only then say up to date.
+    /// the file and of its folder on two devices: the soak's seed 300). An agent moves a file for a peer's
+    /// rename only once the old path's delete has come; until then the new path is written as a copy, so
+    /// no agent is ever without a file the server holds, and each says up to date with both there.
     @Test func aRenameWhoseOldPathIsNeverDeletedLeavesNoOneWithoutIt() async throws {
         let cluster = Cluster("sinki-digest-renamed")
         try cluster.startServer()
@@ -114,7 +114,6 @@ import Testing
         let move = Record(path: "SaveGames/moved.txt", size: source.size, sha256: source.sha256, mode: source.mode,
                           modifiedAt: source.modifiedAt, device: "renamer", movedFrom: source.path)
         #expect(try cluster.saveRecords([move]) == ["saved"])
-        let started = Date()
         for agent in ["a", "b"] {
             try await waitUntil("\(agent) to hold moved.txt", timeout: 30) { FileManager.default.fileExists(atPath: cluster.root(agent) + "/moved.txt") }
         }
@@ -125,10 +124,6 @@ import Testing
                 return try both && statusJSON(cluster, agent)["agent"]?["state"] == .string("up-to-date")
             }
         }
-        // Not at once: the tombstone had its grace to come.
-        #expect(Date().timeIntervalSince(started) >= 10)
-        let told = ["a", "b"].filter { cluster.agent($0)?.errors.contains("the old path's delete never came") == true }
-        #expect(!told.isEmpty, "an agent that followed the rename says why it takes the old version again")
         // The server's records: both live, and the agents send nothing more for them.
         let records = try cluster.serverRecords().filter { !$0.deleted }.map(\.path)
         #expect(records.contains("SaveGames/keep/p.txt") && records.contains("SaveGames/moved.txt"))

@@ -349,7 +349,6 @@ final class FaultRun {
         let digest = json["digest"] ?? .null
         if digest["matched"] != .bool(true) { out.append("digest.matched \(compact(digest["matched"] ?? .null)) (\(compact(digest["failure"] ?? .null)))") }
         if digest["repaired"] != .int(0) { out.append("digest.repaired \(compact(digest["repaired"] ?? .null)): a mismatch with the server") }
-        if digest["lateApplied"] != .int(0) { out.append("digest.lateApplied \(compact(digest["lateApplied"] ?? .null)): a version read but not applied") }
         return out
     }
 

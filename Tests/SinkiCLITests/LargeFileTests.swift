@@ -223,7 +223,7 @@ import Testing
         try writeFile(cluster.root("a") + "/big.bin", data)
         try cluster.startAgent("a")
         #expect(cluster.stopAgent("a") == 0)
-        try cluster.stateSQL("a", "UPDATE files SET sha256 = '\(String(repeating: "ab", count: 32))' WHERE path = 'SaveGames/big.bin'")
+        try cluster.stateSQL("a", "UPDATE tree SET l_hash = '\(String(repeating: "ab", count: 32))' WHERE path = 'SaveGames/big.bin'")
         try cluster.restartServer(extra: [])
         try cluster.startAgent("a")
         try cluster.startAgent("b")

@@ -117,6 +117,15 @@ extension World {
 
         case let .conflict(.overwriteRemote(upload)):
             return push(upload, dropping: true, recording: recording)
+
+        case let .conflict(.resolve(path, remote, expecting)):
+            // The merge engine's answer, as the agent maps it: one side takes the path and the other is
+            // kept as a copy (the rules that merge make a new local version over the remote one, which
+            // keeps both as well). Which side, the content decides, so each seed picks alike.
+            guard let remoteNode = remote.node else { return .failed("bug: a tombstone handed to the engine") }
+            let localFirst = (World.content(of: expecting)?.hex ?? "") < (World.content(of: remoteNode)?.hex ?? "")
+            return carryOut(localFirst ? .conflict(.keepLocalAside(path, expecting: expecting))
+                                       : .conflict(.keepRemoteAside(path, remote: remote, expecting: expecting)), fault: fault)
         }
     }
 
@@ -133,7 +142,7 @@ extension World {
     /// so a planner that drops one under any other rule is caught as losing it.
     private func ruleDropsLosers(_ target: Int) -> Bool {
         switch rule(of: target) {
-        case .keepBoth: return false
+        case .keepBoth, .engine: return false
         case let .newest(keep), let .local(keep), let .remote(keep): return !keep
         }
     }

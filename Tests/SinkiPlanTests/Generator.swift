@@ -66,6 +66,7 @@ extension World {
             case 1: return .newest(keepLoser: false)
             case 2: return .local(keepLoser: random.chance(50))
             case 3: return .remote(keepLoser: random.chance(50))
+            case 4: return .engine
             default: return .keepBoth
             }
         }

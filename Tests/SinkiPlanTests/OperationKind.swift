@@ -3,7 +3,7 @@ import SinkiPlan
 /// Operations by kind, for the randomized test's count of what it exercised.
 enum OperationKind: Int, CaseIterable {
     case advanceSynced, upload, uploadMove, makeRemoteFolder, sendDelete, download, makeLocalFolder
-    case deleteLocal, renameLocal, keepLocalAside, keepRemoteAside, overwriteLocal, overwriteRemote
+    case deleteLocal, renameLocal, keepLocalAside, keepRemoteAside, overwriteLocal, overwriteRemote, resolve
 
     init?(_ operation: Operation) {
         switch operation {
@@ -20,6 +20,7 @@ enum OperationKind: Int, CaseIterable {
         case .conflict(.keepRemoteAside): self = .keepRemoteAside
         case .conflict(.overwriteLocal): self = .overwriteLocal
         case .conflict(.overwriteRemote): self = .overwriteRemote
+        case .conflict(.resolve): self = .resolve
         }
     }
 }

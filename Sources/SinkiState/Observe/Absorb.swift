@@ -1,0 +1,115 @@
+import Glibc
+import SinkiLoop
+import SinkiRecord
+import SinkiSupport
+
+extension LocalObserver {
+    /// Hashes what needs it (on every core), then records every observation in the Local tree in one
+    /// transaction.
+    func absorb(_ observations: [Observation]) throws -> ObserveReport {
+        var report = ObserveReport()
+        if observations.isEmpty { return report }
+        let started = Clock.monotonic()
+        defer { logger.debug("absorb \(observations.count): \((Clock.monotonic() - started) / 1_000_000) ms, read \(report.hashed)") }
+        var observations = observations
+        let inlineLimit = context.inlineLimit
+        // What a walk saw may have changed since (other calls run between its chunks). What is recorded
+        // without being read (folders, files sent as chunks) must still be there as seen, or the tree
+        // would say present for good with nothing on disk (the fault suite's seed 3: a folder renamed
+        // away during the first scan after a start).
+        for index in observations.indices {
+            guard observations[index].stat.map({ $0.kind == .directory || ($0.kind == .file && $0.size > inlineLimit) }) ?? true else { continue }
+            let now = context.entry(observations[index].path)
+            if let now, now.kind != .special {
+                observations[index].stat = now
+            } else {
+                observations[index].stat = nil
+                if let facts = observations[index].known { moves.rememberGone(observations[index].recordPath, facts) }
+            }
+        }
+        // A file sent as chunks is not read here: its upload reads it once, cutting and hashing chunks
+        // as it sends them, and names its content when the last chunk is cut (docs/chunking.md).
+        let toHash = observations.indices.filter { index in
+            guard let stat = observations[index].stat, stat.kind != .directory else { return false }
+            return !(stat.kind == .file && stat.size > inlineLimit)
+        }
+        let safeRoots = context.safeRoots
+        let jobs = toHash.map { (observations[$0].path, observations[$0].stat!.size <= inlineLimit) }
+        // Small files are compressed in the same pass: the push that follows then reads nothing.
+        let contents: [Result<(FileContent, [UInt8]?), SafeRootError>] = Blocking.map(jobs) { job in
+            Result { () throws(SafeRootError) in
+                var content = try ContentReader.read(safeRoots[job.0.root.index], job.0.relative, keepBytes: job.1)
+                let compressed = content.bytes.map { Deflate.compressForSending($0) }
+                content.bytes = nil
+                return (content, compressed)
+            }
+        }
+        report.hashed = contents.count
+        var read: [Int: FileContent] = [:]
+        var compressed: [Int: [UInt8]] = [:]
+        var vanished = Set<Int>()
+        for (offset, index) in toHash.enumerated() {
+            switch contents[offset] {
+            case let .success((content, _)) where content.busy:
+                // Still being written: nothing is recorded until it is closed or quiet.
+                unstable.append(observations[index].path)
+                report.busy += 1
+                vanished.insert(index)
+            case let .success((content, data)):
+                read[index] = content
+                if content.unstable { unstable.append(observations[index].path) }
+                if let data, !content.unstable { compressed[index] = data }
+            case let .failure(error):
+                if error.errno != ENOENT { logger.warning("cannot read \(error)") }
+                // Vanished (or unreadable) while read: its delete event follows, or the next look.
+                vanished.insert(index)
+            }
+        }
+        try store.transaction {
+            for index in observations.indices where !vanished.contains(index) {
+                let observation = observations[index]
+                let local: LocalFacts?
+                if let stat = observation.stat {
+                    if stat.kind == .directory {
+                        local = LocalFacts(kind: .directory, mtime: stat.mtime, ctime: stat.ctime, inode: stat.inode, mode: stat.mode,
+                                           type: Record.directoryType)
+                    } else {
+                        let type = stat.kind == .symlink ? Record.symlinkType : context.typeFor(observation.recordPath)
+                        if let content = read[index] {
+                            var facts = LocalFacts(content.stat, type: type)
+                            facts.hash = content.sha256
+                            local = facts
+                        } else {
+                            var facts = LocalFacts(stat, type: type)
+                            // Anything else about it changed: its upload reads it and names it (unchanged
+                            // content then sends nothing).
+                            if observation.known == nil, let hash = moves.takeGone(inode: stat.inode, size: stat.size, mtime: stat.mtime) {
+                                // A large file is not read when it appears: the same inode, size and mtime as
+                                // one that just vanished is that file renamed, with the content it had there.
+                                facts.hash = hash
+                            }
+                            local = facts
+                        }
+                    }
+                } else {
+                    local = nil
+                }
+                if local == observation.known { continue }
+                try store.setLocal(observation.recordPath, local)
+                context.touched(observation.recordPath)
+                let synced = observation.row?.synced
+                let changed = local?.node != synced?.node
+                if observations.count <= 20 && logger.isEnabled(.debug) {
+                    logger.debug("observe \(quoted(observation.recordPath)): \(local == nil ? "gone" : "present")\(changed ? ", changed" : "")")
+                }
+                if changed {
+                    report.queued += 1
+                    if let data = compressed[index], let content = read[index] {
+                        pushCache.remember(observation.recordPath, CachedContent(stat: content.stat, sha256: content.sha256, data: data))
+                    }
+                }
+            }
+        }
+        return report
+    }
+}

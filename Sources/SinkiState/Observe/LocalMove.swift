@@ -1,0 +1,54 @@
+import SinkiRecord
+import SinkiSupport
+
+extension LocalObserver {
+    /// A rename inside a root, paired by inotify's cookie: the Local entries move to the new path
+    /// without reading any content (a folder of 10,000 files moves in one transaction). The planner then
+    /// finds each new path's content at a path gone from disk and sends it as a rename (the server
+    /// copies what it holds), and the old paths' deletes. What is there afterwards is verified by stat
+    /// (a walk for a folder).
+    func move(root: Int, from: String, to: String, isDirectory: Bool, progress: (@Sendable (Int) -> Void)?,
+              isolation: isolated (any Actor) = #isolation) async throws -> ObserveReport {
+        let rootID = RootID(root)
+        let fromPath = context.recordPath(root: root, relative: from)
+        let toPath = context.recordPath(root: root, relative: to)
+        let destination = context.entry(LocalPath(rootID, to))
+        let moved = try store.rows(under: fromPath).filter { $0.local != nil }
+        // Something is at the source again already (written after the rename): not a plain move.
+        let sourceBack = context.entry(LocalPath(rootID, from)) != nil
+        guard let destination, !moved.isEmpty, !sourceBack, (try? RecordPath(validating: toPath)) != nil,
+              !context.isIgnored(root: root, relative: to, isDirectory: isDirectory) else {
+            // Nothing known to move, or it left for an ignored or invalid name: look at both ends.
+            var report = try await check(root: root, paths: [from], progress: progress)
+            report.add(isDirectory ? try await reconcile(root: root, under: to, progress: progress)
+                       : try await check(root: root, paths: [to], progress: progress))
+            return report
+        }
+        var report = ObserveReport()
+        try store.transaction {
+            for row in moved {
+                guard var local = row.local else { continue }
+                let newPath = toPath + String(decoding: row.path.utf8.dropFirst(fromPath.utf8.count), as: UTF8.self)
+                if row.path == fromPath { local.observe(destination) }
+                if local.kind != .directory { local.type = local.kind == .symlink ? Record.symlinkType : context.typeFor(newPath) }
+                pushCache.move(row.path, to: newPath)
+                if context.moveHints.count > 100_000 { context.moveHints.removeAll() }
+                context.moveHints[newPath] = row.path
+                context.moveSources[row.path] = newPath
+                let target = try store.row(newPath)
+                try store.setLocal(newPath, local)
+                try store.setLocal(row.path, nil)
+                if target?.synced?.node != local.node { report.queued += 1 }
+                if row.synced != nil { report.queued += 1 }
+            }
+        }
+        if report.queued > 0 { progress?(report.queued) }
+        logger.debug("moved \(moved.count) path(s) from \(quoted(fromPath)) to \(quoted(toPath)) without reading them")
+        let verify = isDirectory ? try await reconcile(root: root, under: to, progress: progress)
+            : try await check(root: root, paths: [to], progress: progress)
+        report.queued += verify.queued
+        report.hashed += verify.hashed
+        report.seen = moved.count + verify.seen
+        return report
+    }
+}

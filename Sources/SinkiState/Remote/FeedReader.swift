@@ -1,0 +1,137 @@
+import SinkiPlan
+import SinkiRecord
+import SinkiSupport
+
+/// The feed reader: takes what the server says (feed pages, a save's answer, listings) into the
+/// Remote tree, keeping the inline content of small files for the writes that follow.
+final class FeedReader {
+    let context: ReplicaContext
+    var store: StateStore { context.store }
+    /// Inline content of records read, until it is written (or superseded).
+    var inline = InlineContent()
+    /// Records whose path can be no path here, named once each in the log.
+    var refused = PathSet()
+
+    init(context: ReplicaContext) { self.context = context }
+
+    /// Takes in records read from the server, newest version per path, with `token` (a feed page's
+    /// position) in the same transaction. Records of roots not synced here are left out; a record that
+    /// is this agent's own save coming back records that save's outcome (docs/planner.md, "Reading
+    /// the feed"). Returns the paths whose Remote entry changed.
+    @discardableResult
+    func ingest(_ records: [Record], token: String?, exactly: Bool = false) throws -> [String] {
+        var kept: [(path: String, facts: RemoteFacts)] = []
+        var latest: [PathKey: Record] = [:]
+        for record in records {
+            guard let path = validated(record) else { continue }
+            if let seen = latest[PathKey(path.string)], seen.changeTag >= record.changeTag { continue }
+            latest[PathKey(path.string)] = record
+        }
+        for record in records where latest[PathKey(record.path)] == record {
+            kept.append((record.path, RemoteFacts(record)))
+        }
+        return try store.transaction {
+            let following = try deletesFollowingRenames(latest)
+            let changed = try store.observeRemote(kept, exactly: exactly)
+            for (path, facts) in following { try store.setSynced(path, SyncedFacts(facts)) }
+            for path in changed {
+                guard let record = latest[PathKey(path)], let local = context.locate(path) else { continue }
+                if context.isIgnored(local, isDirectory: record.kind == .directory) { try store.setIgnored(path, true) }
+                try recordOwnSave(path, record)
+            }
+            // Content is kept for the version Remote holds, new or not (a look-up brings the same version
+            // again with its data).
+            for (key, record) in latest where !record.deleted {
+                let path = key.string
+                guard try store.row(path)?.remote?.tag == record.changeTag else { continue }
+                if let asset = record.asset, let chunks = asset.chunks { try store.saveManifest(asset.id, chunks: chunks, held: false) }
+                if let data = record.data { inline.keep(path, tag: record.changeTag, data: data) }
+            }
+            if let token { try store.setMeta(MetaKey.feedToken, token) }
+            return changed
+        }
+    }
+
+    /// Renames in `records` (a new path with `movedFrom`, and its source's tombstone after it) of a file
+    /// the user deleted here and whose delete the server has not heard of (gone from disk, agreed on
+    /// with the very content renamed, Remote still at that version): the delete follows the rename. The
+    /// new path's version is what both sides agreed on, for what it is, and gone here it is sent as a
+    /// delete. (A copy leaves its source live: it is a file of its own, and comes down.)
+    private func deletesFollowingRenames(_ records: [PathKey: Record]) throws -> [(String, RemoteFacts)] {
+        var out: [(String, RemoteFacts)] = []
+        for (key, record) in records where !record.deleted && record.kind != .directory {
+            let path = key.string
+            guard let source = record.movedFrom, let tombstone = records[PathKey(source)], tombstone.deleted, tombstone.changeTag > record.changeTag,
+                  let row = try store.row(source), row.local == nil, let synced = row.synced, let remote = row.remote else { continue }
+            let node = Node(kind: record.kind, hash: record.sha256)
+            let deletedHere = remote.tag == synced.tag && remote.node == synced.node && synced.node == node
+                || remote.kind == nil && context.deletedHere[PathKey(source)] == node
+            guard deletedHere else { continue }
+            let target = try store.row(path)
+            guard target?.local == nil, target?.synced == nil else { continue }
+            context.logger.info("\(quoted(source)) was deleted here and renamed to \(quoted(path)) elsewhere: the delete follows the rename")
+            out.append((path, RemoteFacts(record)))
+        }
+        return out
+    }
+
+    /// The path of a record that may be taken in: valid, and in a root synced here.
+    private func validated(_ record: Record) -> RecordPath? {
+        do {
+            let path = try RecordPath(validating: record.path)
+            return context.rootIndex[path.root] == nil ? nil : path
+        } catch {
+            if refused.insert(record.path).inserted { context.logger.error("refusing remote record: \(error)") }
+            return nil
+        }
+    }
+
+    /// When the Remote entry just read is a version this agent saved and has no answer to, that save's
+    /// outcome is recorded now, as the save's own transaction would have: Synced takes it, and the
+    /// unanswered saves of the path are answered. Left to the planner, a later page could replace the
+    /// entry before the agreement is recorded, and the version would look like a local edit again.
+    private func recordOwnSave(_ path: String, _ record: Record) throws {
+        guard !record.deleted else { return }
+        let node = Node(kind: record.kind, hash: record.kind == .directory ? "" : record.sha256)
+        let sent = try store.sent(path)
+        guard sent.contains(node) else { return }
+        try store.setSynced(path, SyncedFacts(RemoteFacts(record)))
+        try store.dropSent(path)
+    }
+}
+
+/// Inline content of small files as the feed brought it, until it is written: a page's records are
+/// written right after it is read, so this holds about a page, and a record whose content is no
+/// longer here (a restart, a page larger than the budget) has it fetched by a look-up.
+struct InlineContent {
+    private var entries: [PathKey: (tag: Int64, data: [UInt8])] = [:]
+    private var order: [PathKey] = []
+    private(set) var bytes = 0
+    /// Past this, the oldest entries are let go.
+    static let budget = 64 << 20
+
+    mutating func keep(_ path: String, tag: Int64, data: [UInt8]) {
+        let key = PathKey(path)
+        if let old = entries[key] { bytes -= old.data.count } else { order.append(key) }
+        entries[key] = (tag, data)
+        bytes += data.count
+        while bytes > Self.budget, !order.isEmpty {
+            let oldest = order.removeFirst()
+            if let dropped = entries.removeValue(forKey: oldest) { bytes -= dropped.data.count }
+        }
+        if order.count > entries.count * 2 + 1024 { order = order.filter { entries[$0] != nil } }
+    }
+
+    /// The inline content of `path` at version `tag`, if it is here.
+    func data(_ path: String, tag: Int64) -> [UInt8]? {
+        guard let entry = entries[PathKey(path)], entry.tag == tag else { return nil }
+        return entry.data
+    }
+
+    /// Lets go of the content of `path` (written, or no longer wanted).
+    mutating func drop(_ path: String) {
+        if let dropped = entries.removeValue(forKey: PathKey(path)) { bytes -= dropped.data.count }
+    }
+
+    var isEmpty: Bool { entries.isEmpty }
+}

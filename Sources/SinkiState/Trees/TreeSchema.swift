@@ -1,0 +1,126 @@
+import SinkiSupport
+
+/// The `tree` table: one row per path that any of the three trees knows, each tree a group of
+/// columns (`l_`: Local, `s_`: Synced, `r_`: Remote). One row rather than three tables so that "the
+/// trees differ here" is a condition on one row, which SQLite keeps in partial indexes in the same
+/// transaction as every write: the work is found by an index walk, never kept as a list, and
+/// "nothing differs anywhere" is two empty indexes.
+///
+/// A kind column is NULL where the tree holds nothing (no file on disk; agreed deleted; a tombstone).
+/// Hashes are empty for folders and for nothing, so that equal nodes are equal columns. A path the
+/// ignore rules leave out (`ignored`) keeps its entries but is no work: neither sent nor written.
+extension StateStore {
+    /// Local differs from Synced: a change here to send (the `local_work` index).
+    static let localDiffers = "ignored = 0 AND NOT (l_kind IS s_kind AND l_hash = s_hash)"
+    /// Remote differs from Synced (a newer tag, or other content): a change there to bring here, or
+    /// agreement to record (the `remote_work` index).
+    static let remoteDiffers = "ignored = 0 AND NOT (r_tag = s_tag AND r_kind IS s_kind AND r_hash = s_hash)"
+
+    static let treeSchema = """
+        CREATE TABLE IF NOT EXISTS tree(
+            path TEXT PRIMARY KEY,
+            l_kind INTEGER,
+            l_hash TEXT NOT NULL DEFAULT '',
+            l_size INTEGER NOT NULL DEFAULT 0,
+            l_mtime INTEGER NOT NULL DEFAULT 0,
+            l_ctime INTEGER NOT NULL DEFAULT 0,
+            l_inode INTEGER NOT NULL DEFAULT 0,
+            l_mode INTEGER NOT NULL DEFAULT 0,
+            l_type TEXT NOT NULL DEFAULT '',
+            s_tag INTEGER NOT NULL DEFAULT 0,
+            s_kind INTEGER,
+            s_hash TEXT NOT NULL DEFAULT '',
+            r_tag INTEGER NOT NULL DEFAULT 0,
+            r_kind INTEGER,
+            r_hash TEXT NOT NULL DEFAULT '',
+            r_size INTEGER NOT NULL DEFAULT 0,
+            r_type TEXT NOT NULL DEFAULT '',
+            r_mode INTEGER NOT NULL DEFAULT 0,
+            r_mtime INTEGER NOT NULL DEFAULT 0,
+            r_device TEXT NOT NULL DEFAULT '',
+            r_moved_from TEXT,
+            r_asset TEXT,
+            r_asset_manifest INTEGER NOT NULL DEFAULT 0,
+            ignored INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS tree_local_work ON tree(path) WHERE \(localDiffers);
+        CREATE INDEX IF NOT EXISTS tree_remote_work ON tree(path) WHERE \(remoteDiffers);
+        -- Local rename sources found by content: files whose synced content is gone from disk.
+        CREATE INDEX IF NOT EXISTS tree_gone ON tree(s_hash) WHERE l_kind IS NULL AND s_kind IN (0, 2);
+        -- A peer's renames, by source: the source's delete here waits for the rename that takes it.
+        CREATE INDEX IF NOT EXISTS tree_moved_from ON tree(r_moved_from) WHERE r_moved_from IS NOT NULL;
+        -- New local content, by its name: a path gone from disk finds the rename made here that took it.
+        CREATE INDEX IF NOT EXISTS tree_new_content ON tree(l_hash) WHERE l_kind IN (0, 2) AND NOT (l_kind IS s_kind AND l_hash = s_hash);
+        -- Local files holding a manifest's chunks, found by their content identity (large files only).
+        CREATE INDEX IF NOT EXISTS tree_content ON tree(l_hash) WHERE l_kind = 0 AND l_size > \(ContentID.wholeFileLimit);
+        """
+
+    /// The saves this agent sent and has recorded no answer to, by path: an observation ("I sent
+    /// this"), written before the save goes and dropped with its outcome. Remote holding one of them is
+    /// this agent's own save whose answer was lost (docs/planner.md, "The base").
+    static let sentSchema = """
+        CREATE TABLE IF NOT EXISTS sent(
+            path TEXT NOT NULL,
+            kind INTEGER NOT NULL,
+            hash TEXT NOT NULL,
+            PRIMARY KEY(path, kind, hash)
+        ) WITHOUT ROWID;
+        """
+
+    /// The digests of the Remote tree's folders, as the server keeps them (`TreeDigest`), updated in
+    /// the transaction of every Remote write.
+    static let remoteFoldersSchema = """
+        CREATE TABLE IF NOT EXISTS remote_folders(
+            path TEXT PRIMARY KEY,
+            parent TEXT,
+            digest BLOB NOT NULL,
+            direct BLOB NOT NULL,
+            head INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS remote_folders_parent ON remote_folders(parent, path) WHERE parent IS NOT NULL;
+        """
+
+    /// A path's root name, in SQL: what comes before its first slash.
+    private static func rootOf(_ column: String) -> String { "substr(\(column), 1, instr(\(column), '/') - 1)" }
+    /// A row that counts as a file present (folders are not counted), as 0 or 1.
+    private static func counted(_ row: String) -> String { "(\(row).l_kind IS NOT NULL AND \(row).l_kind != 1)" }
+    private static func local(_ row: String) -> String {
+        "(\(row).ignored = 0 AND NOT (\(row).l_kind IS \(row).s_kind AND \(row).l_hash = \(row).s_hash))"
+    }
+    private static func remote(_ row: String) -> String {
+        "(\(row).ignored = 0 AND NOT (\(row).r_tag = \(row).s_tag AND \(row).r_kind IS \(row).s_kind AND \(row).r_hash = \(row).s_hash))"
+    }
+
+    /// Per root, what `sinkid status` counts (files present and their bytes; paths whose Local, or
+    /// Remote, differs from Synced), kept by triggers in the transaction of every write: a status
+    /// costs a look-up whatever the number of files (issue 15).
+    static let rootTotalsSchema = """
+        CREATE TABLE IF NOT EXISTS root_totals(
+            root TEXT PRIMARY KEY,
+            files INTEGER NOT NULL DEFAULT 0,
+            bytes INTEGER NOT NULL DEFAULT 0,
+            local_changes INTEGER NOT NULL DEFAULT 0,
+            remote_changes INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID;
+        CREATE TRIGGER IF NOT EXISTS tree_counted_in AFTER INSERT ON tree BEGIN
+            INSERT INTO root_totals(root, files, bytes, local_changes, remote_changes)
+            VALUES(\(rootOf("NEW.path")), \(counted("NEW")), \(counted("NEW")) * NEW.l_size, \(local("NEW")), \(remote("NEW")))
+            ON CONFLICT(root) DO UPDATE SET files = files + excluded.files, bytes = bytes + excluded.bytes,
+                local_changes = local_changes + excluded.local_changes, remote_changes = remote_changes + excluded.remote_changes;
+        END;
+        CREATE TRIGGER IF NOT EXISTS tree_counted_out AFTER DELETE ON tree BEGIN
+            UPDATE root_totals SET files = files - \(counted("OLD")), bytes = bytes - \(counted("OLD")) * OLD.l_size,
+                local_changes = local_changes - \(local("OLD")), remote_changes = remote_changes - \(remote("OLD"))
+            WHERE root = \(rootOf("OLD.path"));
+        END;
+        CREATE TRIGGER IF NOT EXISTS tree_counted_again AFTER UPDATE ON tree
+        WHEN \(counted("OLD")) != \(counted("NEW")) OR OLD.l_size != NEW.l_size OR \(local("OLD")) != \(local("NEW"))
+            OR \(remote("OLD")) != \(remote("NEW")) BEGIN
+            UPDATE root_totals SET files = files + \(counted("NEW")) - \(counted("OLD")),
+                bytes = bytes + \(counted("NEW")) * NEW.l_size - \(counted("OLD")) * OLD.l_size,
+                local_changes = local_changes + \(local("NEW")) - \(local("OLD")),
+                remote_changes = remote_changes + \(remote("NEW")) - \(remote("OLD"))
+            WHERE root = \(rootOf("NEW.path"));
+        END;
+        """
+}

@@ -1,0 +1,73 @@
+import SinkiRecord
+import SinkiSupport
+import SinkiTestSupport
+import Testing
+@testable import SinkiState
+
+/// The `tree` table and what SQLite keeps in step with it: the work indexes hold exactly the paths
+/// where the three trees differ, and `root_totals` counts what the rows say, after any mix of writes.
+@Suite struct TreeStoreTests {
+    /// What the work indexes must hold, worked out from the rows themselves.
+    private func differs(_ row: TreeRow) -> Bool {
+        let syncedTag = row.synced?.tag ?? 0, syncedKind = row.synced?.kind, syncedHash = row.synced?.hash ?? ""
+        let local = !(row.local?.kind == syncedKind && (row.local?.hash ?? "") == syncedHash)
+        let remote = !((row.remote?.tag ?? 0) == syncedTag && row.remote?.kind == syncedKind && (row.remote?.hash ?? "") == syncedHash)
+        return local || remote
+    }
+
+    private func allWork(_ store: StateStore) throws -> [String] {
+        var out: [String] = [], cursor = ""
+        while true {
+            let page = try store.workPage(after: cursor, limit: 7)
+            guard let last = page.last else { return out }
+            out += page
+            cursor = last
+        }
+    }
+
+    @Test func theWorkIndexesHoldExactlyThePathsWhereTheTreesDiffer() throws {
+        let directory = TemporaryDirectory("sinki-tree-store")
+        let store = try StateStore(path: directory.child("state.db"))
+        // NFC and NFD spellings are two paths; so are names that sort around '/'.
+        let names = ["a", "a/b", "a/b/c", "a.txt", "a0", "caf\u{E9}", "cafe\u{301}", "z/y", "z/y/x", "m"]
+        let kinds: [RecordKind?] = [.file, .directory, .symlink, nil]
+        let hashes = ["", "h1", "h2"]
+        var generator = SeededRandom(seed: 21)
+        var tag: Int64 = 0
+        for step in 1...3000 {
+            let path = "R/" + names[generator.below(names.count)]
+            let kind = kinds[generator.below(kinds.count)]
+            let hash = kind == .directory || kind == nil ? "" : hashes[generator.below(hashes.count)]
+            switch generator.below(3) {
+            case 0:
+                try store.setLocal(path, kind.map { LocalFacts(kind: $0, hash: hash, size: Int64(hash.count)) })
+            case 1:
+                tag += 1
+                try store.observeRemote([(path, RemoteFacts(tag: tag, kind: kind, hash: hash))])
+            default:
+                let row = try store.rowOrEmpty(path)
+                // Agreeing on what Remote holds, or on nothing.
+                try store.setSynced(path, generator.below(2) == 0 ? row.remote.map(SyncedFacts.init) : nil)
+            }
+            guard step % 50 == 0 else { continue }
+            let rows = try store.rows(root: "R", after: "", through: nil)
+            let expected = rows.filter(differs).map(\.path)
+            #expect(try allWork(store).map { Array($0.utf8) } == expected.map { Array($0.utf8) }, "after step \(step)")
+            #expect(store.hasWork == !expected.isEmpty)
+            #expect(try store.hasWork(under: "R/a") == expected.contains { $0 == "R/a" || $0.hasPrefix("R/a/") })
+            let files = rows.filter { $0.local != nil && $0.local?.kind != .directory }
+            let totals = try store.totals(root: "R")
+            #expect(totals.files == files.count && totals.bytes == files.reduce(0) { $0 + $1.local!.size }, "after step \(step)")
+        }
+    }
+
+    @Test func aPathIsAKeyByItsBytes() {
+        var set = PathSet()
+        #expect(set.insert("R/caf\u{E9}").inserted)
+        #expect(set.insert("R/cafe\u{301}").inserted, "Swift's String would call these one")
+        #expect(!set.insert("R/caf\u{E9}").inserted)
+        #expect(set.count == 2)
+        set.remove("R/caf\u{E9}")
+        #expect(set.contains("R/cafe\u{301}") && !set.contains("R/caf\u{E9}"))
+    }
+}
