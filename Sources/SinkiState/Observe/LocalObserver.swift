@@ -355,7 +355,7 @@ extension LocalObserver {
               let remote = row.remote, remote.kind == nil, remote.tag > synced.tag else { return }
         for target in try store.remoteMovers(from: path) {
             guard let moved = try store.row(target), moved.local == nil, moved.synced == nil, let movedRemote = moved.remote,
-                  movedRemote.kind == synced.kind, movedRemote.hash == synced.hash, movedRemote.tag < remote.tag,
+                  movedRemote.kind == synced.kind, movedRemote.hash == synced.hash, movedRemote.tag < remote.tag, movedRemote.size > 0,
                   try !store.hasLaterMover(from: path, than: movedRemote.tag) else { continue }
             try store.setSynced(target, SyncedFacts(movedRemote))
             context.logger.info("\(quoted(path)) was deleted here and renamed to \(quoted(target)) elsewhere: the delete follows the rename")

@@ -145,7 +145,10 @@ final class Scheduler {
             state.remoteMoveSource = try store.entries(of: source)
         }
         if let local = row.local, local.kind != .directory, !local.hash.isEmpty, local.node != entries.base.node,
-           let source = try hintedSource(of: row.path, local: local) ?? store.localMoveSource(for: local.node, excluding: row.path),
+           // An empty file has no identity to find it by: only the watcher's word makes it a rename (a new
+           // empty file taken for a deleted one went to the server as its rename, and a peer that had
+           // deleted the other followed the "rename" with a delete: fault suite seed 7107).
+           let source = try hintedSource(of: row.path, local: local) ?? (local.size > 0 ? store.localMoveSource(for: local.node, excluding: row.path) : nil),
            noMoveFrom[row.path] != source.path {
             state.localMoveSource = try store.entries(of: source)
         }

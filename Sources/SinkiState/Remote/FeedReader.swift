@@ -59,7 +59,9 @@ final class FeedReader {
     /// delete. (A copy leaves its source live: it is a file of its own, and comes down.)
     private func deletesFollowingRenames(_ records: [PathKey: Record]) throws -> [(String, RemoteFacts)] {
         var out: [(String, RemoteFacts)] = []
-        for (key, record) in records where !record.deleted && record.kind != .directory {
+        // Not for empty files: a rename of one may be a peer's guess by content, and following a wrong
+        // guess would delete a file the peer made.
+        for (key, record) in records where !record.deleted && record.kind != .directory && record.size > 0 {
             let path = key.string
             guard let source = record.movedFrom, let tombstone = records[PathKey(source)], tombstone.deleted, tombstone.changeTag > record.changeTag,
                   let row = try store.row(source), row.local == nil, let synced = row.synced, let remote = row.remote else { continue }
