@@ -41,26 +41,44 @@ public final class Logger: Sendable {
     private let shared: Shared
     private let label: String
     private let colour: Bool
+    /// The line goes to systemd's journal: it starts with its syslog priority, so `journalctl -p` filters it.
+    private let journal: Bool
     private let sink: Int32
 
     public init(label: String, level: LogLevel = .info, fd: Int32 = STDERR_FILENO) {
         self.shared = Shared(level: level)
         self.label = label
         self.sink = fd
-        self.colour = isatty(fd) == 1 && getenv("NO_COLOR") == nil
+        self.journal = Self.isJournal(fd)
+        self.colour = !journal && isatty(fd) == 1 && getenv("NO_COLOR") == nil
     }
 
-    private init(label: String, shared: Shared, colour: Bool, sink: Int32) {
+    private init(label: String, shared: Shared, colour: Bool, journal: Bool, sink: Int32) {
         self.shared = shared
         self.label = label
         self.colour = colour
+        self.journal = journal
         self.sink = sink
     }
 
     /// A logger for a sub-component, sharing this one's output, level and last problem.
     public func child(_ label: String) -> Logger {
-        Logger(label: label, shared: shared, colour: colour, sink: sink)
+        Logger(label: label, shared: shared, colour: colour, journal: journal, sink: sink)
     }
+
+    /// Whether `fd` is the stream systemd connected to the journal: `JOURNAL_STREAM` names its device
+    /// and inode (`DEV:INO`), so output redirected elsewhere by the unit's command is not taken for it.
+    static func isJournal(_ fd: Int32) -> Bool {
+        guard let value = getenv("JOURNAL_STREAM").map({ String(cString: $0) }) else { return false }
+        let parts = value.split(separator: ":")
+        guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return false }
+        return UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
+    }
+
+    /// The syslog priority prefix of a line of `level` (sd-daemon(3)): debug 7, info 6, warning 4, error 3.
+    static func journalPrefix(_ level: LogLevel) -> String { ["<7>", "<6>", "<4>", "<3>"][level.rawValue] }
 
     public var minimumLevel: LogLevel {
         get { shared.level.withLock { $0 } }
@@ -94,7 +112,7 @@ public final class Logger: Sendable {
             let code = ["2", "0", "33", "31"][lineLevel.rawValue]
             tag = "\u{1B}[\(code)m\(tag)\u{1B}[0m"
         }
-        let text = "\(stamp) \(tag) \(label): \(message)\n"
+        let text = (journal ? Self.journalPrefix(lineLevel) : "") + "\(stamp) \(tag) \(label): \(message)\n"
         // One write per line keeps lines whole when several threads log at once.
         var bytes = Array(text.utf8)
         _ = bytes.withUnsafeMutableBytes { write(sink, $0.baseAddress, $0.count) }

@@ -1,0 +1,45 @@
+import Foundation
+import Glibc
+import SinkiTestSupport
+import Testing
+@testable import SinkiSupport
+
+/// Under systemd the agent's stderr is the journal's stream: each line then starts with its syslog
+/// priority, so `journalctl -p warning` shows warnings and errors only (issue 25, item 8).
+@Suite(.serialized) struct LogTests {
+    /// Lines written by a logger on `fd`, read back from `path`.
+    private func lines(_ path: String) -> [String] {
+        (readFile(path) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    @Test func linesToTheJournalStartWithTheirPriority() throws {
+        let directory = TemporaryDirectory("sinki-log")
+        let journalPath = directory.child("journal"), otherPath = directory.child("other")
+        let journal = open(journalPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600), other = open(otherPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        #expect(journal >= 0 && other >= 0)
+        defer { close(journal); close(other) }
+        var info = stat()
+        #expect(fstat(journal, &info) == 0)
+        setenv("JOURNAL_STREAM", "\(info.st_dev):\(info.st_ino)", 1)
+        defer { unsetenv("JOURNAL_STREAM") }
+
+        let toJournal = Logger(label: "sinkid", level: .debug, fd: journal)
+        let child = toJournal.child("replica")
+        toJournal.debug("a debug line")
+        toJournal.info("an info line")
+        child.warning("a warning line")
+        child.error("an error line")
+        let written = lines(journalPath)
+        #expect(written.count == 4)
+        #expect(zip(written, ["<7>", "<6>", "<4>", "<3>"]).allSatisfy { $0.hasPrefix($1) }, "\(written)")
+        #expect(written[2].contains("WARNING replica: a warning line"))
+
+        // Another stream (the unit's command redirected stderr to a file): no prefix.
+        let elsewhere = Logger(label: "sinkid", fd: other)
+        elsewhere.warning("not for the journal")
+        #expect(lines(otherPath).first?.hasPrefix("<") == false)
+        // A JOURNAL_STREAM that names nothing sensible is not the journal.
+        setenv("JOURNAL_STREAM", "not:numbers", 1)
+        #expect(!Logger.isJournal(journal))
+    }
+}
