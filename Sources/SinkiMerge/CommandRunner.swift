@@ -219,17 +219,24 @@ enum DetachedThread {
     static func start(_ body: @escaping @Sendable () -> Void) {
         let context = Unmanaged.passRetained(Job(body)).toOpaque()
         var thread = pthread_t()
-        let status = pthread_create(&thread, nil, { raw in
-            // Taken back exactly once: the thread owns the job from here.
-            let job = Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue()
-            job.body()
-            return nil
-        }, context)
-        if status == 0 {
-            pthread_detach(thread)
-        } else {
-            // No thread to be had (a process limit): run it here rather than lose it.
-            Unmanaged<Job>.fromOpaque(context).takeRetainedValue().body()
+        // A thread limit reached for a moment (EAGAIN) passes: run here, the job would hold the caller's
+        // executor for as long as the command runs (a pool thread, and with commands that wait for each
+        // other, all of them).
+        for attempt in 0..<50 {
+            let status = pthread_create(&thread, nil, { raw in
+                // Taken back exactly once: the thread owns the job from here.
+                let job = Unmanaged<Job>.fromOpaque(raw!).takeRetainedValue()
+                job.body()
+                return nil
+            }, context)
+            if status == 0 {
+                pthread_detach(thread)
+                return
+            }
+            if status != EAGAIN || attempt == 49 { break }
+            usleep(20_000)
         }
+        // No thread to be had: run it here rather than lose it.
+        Unmanaged<Job>.fromOpaque(context).takeRetainedValue().body()
     }
 }
