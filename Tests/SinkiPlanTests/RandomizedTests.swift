@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import SinkiPlan
 import Testing
@@ -6,6 +7,17 @@ import Testing
 /// disk and server, in bounded steps, with no version lost.
 @Suite struct RandomizedPlannerTests {
     static func environment(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+
+    /// Runs `work` on a thread of its own: seconds of CPU-bound work must not hold a thread of the
+    /// cooperative pool, which every other test of the process needs to make progress (on two cores the
+    /// workers held all of it, and other tests' waits ran out before they could look once).
+    static func onThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { continuation.resume(returning: work()) }
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
+    }
 
     @Test func randomHistoriesReachSync() async {
         if let text = Self.environment("SINKI_SEED"), let seed = UInt64(text) {
@@ -22,6 +34,7 @@ import Testing
         let (failures, failed, completed) = await withTaskGroup(of: ([(UInt64, String)], Int, [Int]).self) { group in
             for worker in 0..<workers {
                 group.addTask {
+                    await Self.onThread {
                     var found: [(UInt64, String)] = []
                     var failed = 0
                     var completed = [Int](repeating: 0, count: kinds)
@@ -36,6 +49,7 @@ import Testing
                         seed += UInt64(workers)
                     }
                     return (found, failed, completed)
+                    }
                 }
             }
             var all: [(UInt64, String)] = []
