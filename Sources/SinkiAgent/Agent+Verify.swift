@@ -89,6 +89,7 @@ extension Agent {
         guard let replica, let client else { throw CancellationError() }
         var differing: [String] = []
         var head: String?
+        var historyFloor: Int64 = 0
         let applied = FeedToken.tag(of: try await replica.feedToken(server: feedKey))
         for (index, root) in configuration.roots.enumerated() where control.safetyStops[index] == nil {
             // Local truth first: what the disk holds now is in the database before it is compared.
@@ -99,6 +100,7 @@ extension Agent {
                 let page = try await client.list(prefix: root.name, after: after.isEmpty ? nil : after, limit: VerifyState.page)
                 connected()
                 if head == nil { head = page.token }
+                historyFloor = max(historyFloor, page.floor ?? 0)
                 // Against a store made afresh, tags agreed with the old one compare with nothing.
                 let listedAt = storeReplaced ? .max : FeedToken.tag(of: head) ?? .max
                 let last = page.more ? page.records.last?.path : nil
@@ -111,7 +113,7 @@ extension Agent {
                 after = last
             }
         }
-        if adoptHead, let head { try await replica.adoptFeedPosition(head) }
+        if adoptHead, let head { try await replica.adoptFeedPosition(FeedToken.atLeast(head, floor: historyFloor)) }
         differing += try await repairChunks()
         pumpSync()
         return differing

@@ -231,4 +231,12 @@ public enum FeedToken {
         guard let token, let dot = token.utf8.lastIndex(of: UInt8(ascii: ".")) else { return nil }
         return Int64(String(Substring(token.utf8[token.utf8.index(after: dot)...])) ?? "")
     }
+
+    /// `token` moved up to `floor` when it stands below it: a listing's position is the newest record
+    /// left, which may be older than the history floor once newer tombstones were purged, and the
+    /// server refuses a token below its floor (410) for ever.
+    public static func atLeast(_ token: String, floor: Int64) -> String {
+        guard let tag = tag(of: token), tag < floor, let dot = token.utf8.lastIndex(of: UInt8(ascii: ".")) else { return token }
+        return String(decoding: token.utf8[..<dot], as: UTF8.self) + ".\(floor)"
+    }
 }
