@@ -16,8 +16,10 @@ struct SyncRounds {
     /// A round was asked for while one ran: it runs again once it ends.
     var wanted = false
     var task: Task<Void, Never>?
-    /// Content being fetched, by path.
-    var fetching: Set<String> = []
+    /// Content being fetched (a record looked up, a download awaited), each by a number of its own:
+    /// stopping cancels them and waits for them.
+    var fetching: [Int: Task<Void, Never>] = [:]
+    var nextFetch = 0
 }
 
 extension Agent {
@@ -182,11 +184,14 @@ extension Agent {
     /// file's asset downloaded into the state folder and checked.
     private func startFetch(_ fetch: ContentFetch) {
         guard let replica, let client else { return }
-        rounds.fetching.insert(fetch.path)
-        Task {
+        let number = rounds.nextFetch
+        rounds.nextFetch += 1
+        // Runs on this actor, so it starts only after it is filed below.
+        rounds.fetching[number] = Task {
             defer {
-                rounds.fetching.remove(fetch.path)
+                rounds.fetching[number] = nil
                 pumpSync()
+                finishIfIdle()
             }
             guard fetch.asset != nil else {
                 do {
@@ -195,7 +200,8 @@ extension Agent {
                     try await replica.fetched(fetch, record: record)
                 } catch {
                     await replica.fetchAbandoned(fetch)
-                    if case .transport? = error as? SyncError { disconnected(error) } else if let error = error as? SyncError, noteAccess(error) {
+                    if stopping {
+                    } else if case .transport? = error as? SyncError { disconnected(error) } else if let error = error as? SyncError, noteAccess(error) {
                     } else {
                         logger.warning("cannot look up \(quoted(fetch.path)) to write it: \(error)")
                     }
@@ -222,6 +228,7 @@ extension Agent {
                 let left = (merge.settling[job.path.string] ?? 1) - 1
                 merge.settling[job.path.string] = left > 0 ? left : nil
                 pumpSync()
+                finishIfIdle()
             }
             let outcome: MergeOutcome
             if job.waiting {

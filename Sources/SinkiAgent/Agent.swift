@@ -154,11 +154,16 @@ public actor Agent {
         sleeper?.wakeAll()
         for task in pushTasks.values { task.cancel() }
         cancelUploads()
+        // Downloads end where they stand (the partial file stays for the next run); their workers
+        // (placing a chunk, hashing) finish before the process exits.
+        for task in transfers.downloading.values { task.cancel() }
+        for task in rounds.fetching.values { task.cancel() }
         finishIfIdle()
     }
 
     func finishIfIdle() {
-        guard stopping, pushTasks.isEmpty, !rounds.running, transfers.uploads.isEmpty, let finished else { return }
+        guard stopping, pushTasks.isEmpty, !rounds.running, transfers.uploads.isEmpty, rounds.fetching.isEmpty,
+              merge.settling.isEmpty, let finished else { return }
         self.finished = nil
         finished.resume(returning: exitCode)
     }

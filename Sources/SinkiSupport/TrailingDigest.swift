@@ -115,6 +115,18 @@ public final class TrailingDigest: @unchecked Sendable {
         return try result.get()
     }
 
+    /// Stops hashing and returns once the queue is idle: for a transfer that ends without its digest
+    /// (cut off, cancelled), so nothing reads the file or hashes behind the caller's back, down to the
+    /// process's exit (a drain still running there aborted an agent stopped mid-download).
+    public func abandon() {
+        queue.sync {
+            if failure == nil { failure = SystemError("hash", errno: ECANCELED, path: path) }
+            file = nil
+            buffer?.deallocate()
+            buffer = nil
+        }
+    }
+
     /// Closes the file and frees the buffer once the queued work is done; the next `advance` takes them
     /// again. Called when a request ends, so an upload that waits for its next chunk holds neither.
     public func release() {

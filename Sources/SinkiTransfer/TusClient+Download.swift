@@ -53,8 +53,12 @@ extension TusClient {
                 var now = Glibc.stat()
                 let statFailed = stat(temporaryPath, &now) != 0 ? errno : 0
                 switch outcome {
-                case .failure(let error)?: throw error
+                case .failure(let error)?:
+                    // The next try (or none) hashes afresh: this hasher's queue is idle before it goes.
+                    try? await Blocking.run { hasher.abandon() }
+                    throw error
                 case .success(let response)? where !response.isSuccess:
+                    try? await Blocking.run { hasher.abandon() }
                     if response.status == 416 { truncate(temporaryPath, 0) }
                     throw Self.failure(response, url: url, step: "downloading")
                 default: break
