@@ -117,12 +117,24 @@ import Testing
             expected.allSatisfy { snapshot.entries[$0] != nil }
         }
         let answered = try firstAnswer(in: restarted.errors)
+        var slowest = 0.0
         for name in expected.subtracting(["before.save"]).sorted() {
             let (from, to) = name.hasSuffix("-a.save") ? (a, b) : (b, a)
             let written = try Self.times(of: from + "/" + name).modified
             let took = try Self.times(of: to + "/" + name).changed - max(answered, written)
+            slowest = max(slowest, took)
             let since = written > answered ? "it was written" : "the server answered"
             #expect(took <= Self.allowed, "\(scenario): \(name) crossed \(String(format: "%.2f", took)) s after \(since)")
+        }
+        if slowest > Self.allowed {
+            // What each side did from just before the server answered to the crossing: says which step waited.
+            var logs: [(String, String)] = [("server", restarted.errors)]
+            for name in ["a", "b"] { if let agent = cluster.agent(name) { logs.append((name, agent.errors)) } }
+            let lines: [String] = logs.map { label, log in
+                "-- \(label)\n" + Self.lines(of: log, from: answered - 1.5, to: answered + slowest + 0.5).suffix(40).joined(separator: "\n")
+            }
+            let timeline = lines.joined(separator: "\n")
+            Issue.record("\(scenario): what happened around the restart (server first answered at \(Self.stamp(answered))):\n\(timeline)")
         }
         #expect(readFile(b + "/after-a.save") == "written on a right after the restart")
         #expect(readFile(a + "/after-b.save") == "written on b right after the restart")
@@ -158,6 +170,23 @@ import Testing
             return try #require(format.date(from: String(words[0])), "a time in \(line)").timeIntervalSince1970
         }
         throw RestartFailed(what: "no request answered in the restarted server's log:\n\(log.suffix(2000))")
+    }
+
+    /// The lines of `log` stamped between `from` and `to` (seconds since the epoch).
+    static func lines(of log: String, from: Double, to: Double) -> [String] {
+        let format = ISO8601DateFormatter()
+        format.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return log.split(separator: "\n").compactMap { line in
+            guard let stamp = line.split(separator: " ", maxSplits: 1).first, let time = format.date(from: String(stamp))?.timeIntervalSince1970,
+                  time >= from, time <= to else { return nil }
+            return String(line.prefix(240))
+        }
+    }
+
+    static func stamp(_ time: Double) -> String {
+        let format = ISO8601DateFormatter()
+        format.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return format.string(from: Date(timeIntervalSince1970: time))
     }
 
     /// A file's modification and status-change times (the latter: when it was renamed into place), in
