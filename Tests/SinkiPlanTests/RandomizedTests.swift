@@ -10,10 +10,16 @@ import Testing
 
     /// Runs `work` on a thread of its own: seconds of CPU-bound work must not hold a thread of the
     /// cooperative pool, which every other test of the process needs to make progress (on two cores the
-    /// workers held all of it, and other tests' waits ran out before they could look once).
+    /// workers held all of it, and other tests' waits ran out before they could look once). The thread
+    /// runs at the lowest priority: the cases are pure CPU with no deadline, while the suites beside
+    /// them time real agents and servers to the second.
     static func onThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
-            let thread = Thread { continuation.resume(returning: work()) }
+            let thread = Thread {
+                // On Linux a nice value is per thread, and PRIO_PROCESS with 0 names the calling one: it alone yields.
+                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
+                continuation.resume(returning: work())
+            }
             thread.stackSize = 8 << 20
             thread.start()
         }
