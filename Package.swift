@@ -34,7 +34,7 @@ let package = Package(
         .target(name: "SinkiLoop", dependencies: ["CUV", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiTransfer", dependencies: ["CCurl", "CCurlShim", "CUV", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiWatch", dependencies: ["CUV", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
-        .target(name: "SinkiState", dependencies: ["CSystemShim", "CUV", "SinkiConfig", "SinkiLoop", "SinkiMerge", "SinkiPlan", "SinkiRecord", "SinkiSupport", "SinkiWatch"], swiftSettings: strict),
+        .target(name: "SinkiState", dependencies: ["CSystemShim", "CUV", "SinkiConfig", "SinkiLoop", "SinkiMerge", "SinkiPlan", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiMerge", dependencies: ["CSystemShim", "SinkiConfig", "SinkiLoop", "SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         .target(name: "SinkiConfig", dependencies: ["SinkiRecord", "SinkiSupport"], swiftSettings: strict),
         // The pure planner of issue 21: three trees (Remote, Local, Synced) in, the next operation out.

@@ -176,7 +176,7 @@ extension Agent {
         do {
             let assembler = try await replica.assembler(for: asset)
             // An earlier run's chunks are read back and checked: a kill may have lost what the page cache held.
-            try await Blocking.run { assembler.recheck() }
+            _ = try await Blocking.run { assembler.recheck() }
             let wanted = assembler.missing.map { chunks[$0] }
             if !wanted.isEmpty {
                 let (sources, places) = try await replica.chunkSources(for: wanted)

@@ -176,7 +176,7 @@ public actor Agent {
         let echoes = EchoFilter()
         do {
             replica = try Replica(statePath: configuration.stateDirectory + "/state.db", roots: configuration.roots,
-                                  device: configuration.device, inotify: inotify, echoes: echoes, logger: logger.child("replica"),
+                                  device: configuration.device, watch: InotifyLink(inotify: inotify, echoes: echoes), logger: logger.child("replica"),
                                   typeFor: configuration.typeFor)
         } catch let error as SystemError {
             throw AgentError(.usage, "cannot open root \(error.path.map(quoted) ?? ""): \(error.message)")

@@ -2,7 +2,6 @@ import Dispatch
 import CSystemShim
 import Glibc
 import SinkiSupport
-import SinkiWatch
 
 /// Writes below a root the way remote changes must land: a temporary file beside the target, then
 /// a rename, so a reader sees the old file or the new one, never half of one. No fsync here: the

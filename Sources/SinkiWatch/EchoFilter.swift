@@ -9,14 +9,7 @@ import Synchronization
 /// remove a file); the watcher drops exactly one matching event per expectation. Any other event for
 /// the same path (a local edit) is still reported, and an expectation whose event never comes expires.
 public final class EchoFilter: Sendable {
-    /// What the agent's own write shows up as.
-    public enum Kind: Sendable {
-        case fileIn, fileGone, directoryMade, directoryGone
-        /// The writes and close of an anonymous (O_TMPFILE) file, reported under the name `#INODE`.
-        case anonymous
-        /// A file or directory renamed away by the agent itself.
-        case movedAway
-    }
+    public typealias Kind = WriteEcho
 
     private struct Key: Hashable {
         var root: Int

@@ -18,7 +18,6 @@ struct Asides {
         let parent = try safeRoot.openParent(of: path.relative, create: false, made: &made)
         guard let now = try FileDescriptor.statEntry(parent: parent.raw, parentPath: parent.path, name: path.name),
               expect.kind == .directory ? now.kind == .directory : expect.sameFile(now) else { return nil }
-        let root = path.root.index
         let time = Clock.now()
         for attempt in 0..<100 {
             let copyName = ConflictName.make(for: path.name, device: context.device, time: time, attempt: attempt)
@@ -26,10 +25,10 @@ struct Asides {
             let copyPath = context.recordPath(copy)
             if try store.row(copyPath) != nil { continue }
             // Our own rename: the watcher must not see it as the user moving the file away.
-            context.echoes?.expect(root: root, relative: path.relative, .movedAway)
-            context.echoes?.expect(root: root, relative: copy.relative, expect.kind == .directory ? .directoryMade : .fileIn)
+            context.watch?.expect(path, .movedAway)
+            context.watch?.expect(copy, expect.kind == .directory ? .directoryMade : .fileIn)
             if sinki_rename_noreplace(parent.raw, path.name, parent.raw, copyName) == 0 {
-                if expect.kind == .directory { context.inotify?.renameWatches(root: root, from: path.relative, to: copy.relative) }
+                if expect.kind == .directory { context.watch?.moved(from: path, to: copy) }
                 try syncFolder(path)
                 let fromPath = context.recordPath(path)
                 try store.transaction {
@@ -52,8 +51,8 @@ struct Asides {
                 return copyPath
             }
             let code = errno
-            context.echoes?.cancel(root: root, relative: path.relative, .movedAway)
-            context.echoes?.cancel(root: root, relative: copy.relative, expect.kind == .directory ? .directoryMade : .fileIn)
+            context.watch?.cancel(path, .movedAway)
+            context.watch?.cancel(copy, expect.kind == .directory ? .directoryMade : .fileIn)
             if code == EEXIST { continue }
             throw SystemError("rename", errno: code, path: context.diskPath(path))
         }
@@ -74,7 +73,7 @@ struct Asides {
             let copyPath = context.recordPath(copy)
             if try store.row(copyPath) != nil { continue }
             if try FileDescriptor.statEntry(parent: parent.raw, parentPath: parent.path, name: copyName) != nil { continue }
-            context.echoes?.expect(root: root, relative: copy.relative, .fileIn)
+            context.watch?.expect(copy, .fileIn)
             let stat: FileStat
             do {
                 switch content {
@@ -89,10 +88,10 @@ struct Asides {
                                                     modifiedAt: remote.mtime, expect: nil, willAppear: {})
                 }
             } catch where error.errno == EEXIST || error.errno == EAGAIN {
-                context.echoes?.cancel(root: root, relative: copy.relative, .fileIn)
+                context.watch?.cancel(copy, .fileIn)
                 continue
             } catch {
-                context.echoes?.cancel(root: root, relative: copy.relative, .fileIn)
+                context.watch?.cancel(copy, .fileIn)
                 throw error
             }
             try context.safeRoots[root].syncFileSystem()

@@ -3,7 +3,6 @@ import Glibc
 import SinkiLoop
 import SinkiRecord
 import SinkiSupport
-import SinkiWatch
 
 /// A file write of a batch, with the parent folder the executor opened for it.
 private struct FileJob: Sendable {
@@ -151,37 +150,35 @@ struct DiskExecutor {
         guard (try? FileDescriptor.statEntry(parent: directory.raw, parentPath: directory.path, name: name)) ?? nil != nil else {
             return .done(nil) // gone already (renamed away earlier in this batch)
         }
-        let echo: EchoFilter.Kind = expect.kind == .directory ? .directoryGone : .fileGone
-        let root = op.path.root.index
-        context.echoes?.expect(root: root, relative: op.path.relative, echo)
+        let echo: WriteEcho = expect.kind == .directory ? .directoryGone : .fileGone
+        context.watch?.expect(op.path, echo)
         do {
             let removed = try DiskWriter.remove(parent: directory.raw, parentPath: directory.path, name: name, expect: op.expectStat)
-            if !removed { context.echoes?.cancel(root: root, relative: op.path.relative, echo) }
+            if !removed { context.watch?.cancel(op.path, echo) }
             return removed ? .done(nil) : .kept
         } catch {
-            context.echoes?.cancel(root: root, relative: op.path.relative, echo)
+            context.watch?.cancel(op.path, echo)
             return .failed(ApplyFailure.from(error))
         }
     }
 
     private func makeDirectory(_ op: DiskOp, in directory: FileDescriptor, folders: inout OpenedFolders) -> DiskResult {
         let fresh = op.expect?.kind != .directory
-        let root = op.path.root.index
-        let echoes = folders.isWatched(op.path) ? context.echoes : nil
-        if fresh { echoes?.expect(root: root, relative: op.path.relative, .directoryMade) }
+        let echoes = folders.isWatched(op.path) ? context.watch : nil
+        if fresh { echoes?.expect(op.path, .directoryMade) }
         do {
             var madeIt = false
             // A folder made to hold what the server has below a file or symlink takes no mode of theirs.
             let stat = try DiskWriter.makeDirectory(parent: directory.raw, parentPath: directory.path, name: op.path.name,
                                                     mode: op.remote?.kind == .directory ? op.remote?.mode ?? 0 : 0, replacing: op.expectStat, made: &madeIt) {
-                echoes?.expect(root: root, relative: op.path.relative, .fileGone)
+                echoes?.expect(op.path, .fileGone)
             }
             // Already there (made meanwhile by someone else): no event of ours will come.
-            if fresh && !madeIt { echoes?.cancel(root: root, relative: op.path.relative, .directoryMade) }
+            if fresh && !madeIt { echoes?.cancel(op.path, .directoryMade) }
             if fresh { folders.made.append(op.path) }
             return .done(stat)
         } catch {
-            if fresh { echoes?.cancel(root: root, relative: op.path.relative, .directoryMade) }
+            if fresh { echoes?.cancel(op.path, .directoryMade) }
             return .failed(ApplyFailure.from(error))
         }
     }
@@ -200,18 +197,18 @@ struct DiskExecutor {
             return .failed(ApplyFailure(.sourceGone, "\(quoted(source.relative)) changed or went away"))
         }
         let isDirectory = expect.kind == .directory
-        let targetEchoes = targetWatched ? context.echoes : nil
-        context.echoes?.expect(root: root, relative: source.relative, .movedAway)
-        targetEchoes?.expect(root: root, relative: op.path.relative, isDirectory ? .directoryMade : .fileIn)
+        let targetEchoes = targetWatched ? context.watch : nil
+        context.watch?.expect(source, .movedAway)
+        targetEchoes?.expect(op.path, isDirectory ? .directoryMade : .fileIn)
         if sinki_rename_noreplace(sourceParent.raw, source.name, directory.raw, name) != 0 {
             let code = errno
-            context.echoes?.cancel(root: root, relative: source.relative, .movedAway)
-            targetEchoes?.cancel(root: root, relative: op.path.relative, isDirectory ? .directoryMade : .fileIn)
+            context.watch?.cancel(source, .movedAway)
+            targetEchoes?.cancel(op.path, isDirectory ? .directoryMade : .fileIn)
             if code == ENOENT { return .failed(ApplyFailure(.sourceGone, "\(quoted(source.relative)) went away")) }
             if code == EEXIST { return .failed(ApplyFailure(.changedHere, "something appeared at \(quoted(op.path.relative)) meanwhile")) }
             return .failed(ApplyFailure.from(SystemError("rename", errno: code, path: context.roots[root].path + "/" + source.relative)))
         }
-        if isDirectory { context.inotify?.renameWatches(root: root, from: source.relative, to: op.path.relative) }
+        if isDirectory { context.watch?.moved(from: source, to: op.path) }
         guard let stat = (try? FileDescriptor.statEntry(parent: directory.raw, parentPath: directory.path, name: name)) ?? nil else {
             return .failed(ApplyFailure(.changedHere, "\(quoted(op.path.relative)) vanished right after its rename"))
         }
@@ -227,7 +224,7 @@ struct DiskExecutor {
         let groups = Array(byDirectory.values)
         let moving = Self.downloadMovers(jobs, ops: ops)
         let downloads = context.downloadsDirectory
-        let echoes = context.echoes
+        let echoes = context.watch
         let outcomes: [[DiskResult]] = Blocking.map(groups) { group in
             group.map { job in
                 Self.writeFile(job, op: ops[job.index], downloads: downloads, move: moving.contains(job.index), echoes: job.watched ? echoes : nil)
@@ -251,8 +248,7 @@ struct DiskExecutor {
     }
 
     /// One file (or symlink) written from its bytes or its checked download.
-    private static func writeFile(_ job: FileJob, op: DiskOp, downloads: String, move: Bool, echoes: EchoFilter?) -> DiskResult {
-        let root = op.path.root.index, relative = op.path.relative
+    private static func writeFile(_ job: FileJob, op: DiskOp, downloads: String, move: Bool, echoes: (any WatchLink)?) -> DiskResult {
         let mode = op.remote?.mode ?? op.mode
         let modifiedAt = op.remote?.mtime ?? op.modifiedAt
         do {
@@ -261,28 +257,28 @@ struct DiskExecutor {
                 let stat = try DiskWriter.placeFile(sourceDirectory: downloads, sourceName: asset.sha256, move: move, parent: job.parent,
                                                     parentPath: job.parentPath, name: job.name, mode: mode, modifiedAt: modifiedAt,
                                                     expect: op.expectStat) {
-                    echoes?.expect(root: root, relative: relative, .fileIn)
+                    echoes?.expect(op.path, .fileIn)
                 }
                 return .done(stat)
             case let .write(.bytes(bytes)):
                 let folder = op.path.folderPrefix
                 return .done(try DiskWriter.writeFile(parent: job.parent, parentPath: job.parentPath, name: job.name, bytes: bytes,
                                                       mode: mode, modifiedAt: modifiedAt, expect: op.expectStat) { inode in
-                    echoes?.expect(root: root, relative: relative, .fileIn)
-                    if let inode { echoes?.expect(root: root, relative: folder + "#\(inode)", .anonymous) }
+                    echoes?.expect(op.path, .fileIn)
+                    if let inode { echoes?.expect(LocalPath(op.path.root, folder + "#\(inode)"), .anonymous) }
                 })
             case let .symlink(target):
-                echoes?.expect(root: root, relative: relative, .fileIn)
+                echoes?.expect(op.path, .fileIn)
                 return .done(try DiskWriter.writeSymlink(parent: job.parent, parentPath: job.parentPath, name: job.name, target: target,
                                                          expect: op.expectStat))
             default:
                 return .failed(ApplyFailure(.io, "bug: \(op.action) is no file write"))
             }
         } catch where error.call == "open" && error.errno == ENOENT && error.path?.hasPrefix(downloads) == true {
-            echoes?.cancel(root: root, relative: relative, .fileIn)
+            echoes?.cancel(op.path, .fileIn)
             return .failed(ApplyFailure(.contentMissing, "its download went away before it was placed: \(error)"))
         } catch {
-            echoes?.cancel(root: root, relative: relative, .fileIn)
+            echoes?.cancel(op.path, .fileIn)
             return .failed(ApplyFailure.from(error))
         }
     }
@@ -290,11 +286,11 @@ struct DiskExecutor {
     /// Folders this batch made get their watch here (their creation event was dropped as our own echo);
     /// what happened in them before that is looked at (`effects.toCheck`).
     private func watchNewDirectories(_ made: [LocalPath], effects: inout Effects) {
-        guard let inotify = context.inotify, !made.isEmpty else { return }
+        guard let link = context.watch, !made.isEmpty else { return }
         let madeSet = Set(made)
         for folder in made {
             guard let directory = try? context.safeRoots[folder.root.index].open(folder.relative, flags: O_RDONLY | O_DIRECTORY) else { continue }
-            do { try inotify.watch(directory, root: folder.root.index, relative: folder.relative) } catch {
+            do { try link.watch(directory, folder) } catch {
                 context.logger.warning("cannot watch \(directory.path): \(error)")
             }
             // Until the watch was placed, nothing in it was seen: what was made, changed, renamed away or

@@ -2,7 +2,6 @@ import Glibc
 import SinkiLoop
 import SinkiRecord
 import SinkiSupport
-import SinkiWatch
 
 /// What a look at the disk found.
 public struct ObserveReport: Sendable, Equatable {
@@ -93,10 +92,10 @@ final class LocalObserver {
         var report = ObserveReport()
         let rootName = context.roots[root].name
         let base = relative.isEmpty ? rootName : rootName + "/" + relative
-        let inotify = context.inotify, logger = self.logger, rules = context.ignores[root], safeRoot = context.safeRoots[root]
+        let link = context.watch, logger = self.logger, rules = context.ignores[root], safeRoot = context.safeRoots[root]
         // The walk (system calls) runs on another thread while this one reads the tree's entries.
         async let walking = Blocking.run {
-            try Walk.tree(safeRoot, root: root, relative: relative, inotify: inotify, rules: rules, logger: logger)
+            try Walk.tree(safeRoot, root: root, relative: relative, watching: link, rules: rules, logger: logger)
         }
         let writesBefore = store.treeWrites
         let dropping = rootName.utf8.count + 1
@@ -254,7 +253,7 @@ final class LocalObserver {
                     if known != nil { observations.append(Observation(path: here, recordPath: path, stat: nil, row: row)) }
                     continue
                 }
-                if stat.kind == .directory && (known?.kind != .directory || !(context.inotify?.isWatched(root: root, relative: relative) ?? true)) {
+                if stat.kind == .directory && (known?.kind != .directory || !(context.watch?.isWatched(LocalPath(RootID(root), relative)) ?? true)) {
                     walks.append(relative)
                     continue
                 }

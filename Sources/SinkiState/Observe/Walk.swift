@@ -2,7 +2,6 @@ import Glibc
 import Synchronization
 import SinkiRecord
 import SinkiSupport
-import SinkiWatch
 
 /// What a walk found, carried back from the thread it ran on (`report` nil: the directory was gone).
 struct WalkOutcome: Sendable {
@@ -15,13 +14,13 @@ struct WalkOutcome: Sendable {
 enum Walk {
     /// Walks `relative` below a root, placing a watch on each directory before it is listed, its
     /// subtrees on several threads.
-    static func tree(_ safeRoot: SafeRoot, root: Int, relative: String, inotify: Inotify?, rules: IgnoreRules,
+    static func tree(_ safeRoot: SafeRoot, root: Int, relative: String, watching link: (any WatchLink)?, rules: IgnoreRules,
                      logger: Logger) throws(SystemError) -> WalkOutcome {
         let unwatched = UnwatchedList()
         let watch: @Sendable (FileDescriptor, String) -> Void = { directory, rel in
-            guard let inotify else { return }
+            guard let link else { return }
             do throws(SystemError) {
-                try inotify.watch(directory, root: root, relative: rel)
+                try link.watch(directory, LocalPath(RootID(root), rel))
             } catch where error.errno == ENOSPC {
                 unwatched.append(rel)
             } catch {

@@ -4,7 +4,6 @@ import SinkiMerge
 import SinkiPlan
 import SinkiRecord
 import SinkiSupport
-import SinkiWatch
 
 /// The agent's state and disk, on one serial queue: the three trees (`StateStore`), and the parts that
 /// keep them — the local observer (disk into Local), the feed reader (server into Remote), the
@@ -29,12 +28,12 @@ public actor Replica {
     /// The tus endpoint large files are uploaded to.
     var uploadEndpoint = ""
 
-    public init(statePath: String, roots: [RootSpec], device: String, inotify: Inotify?, echoes: EchoFilter? = nil, logger: Logger,
+    public init(statePath: String, roots: [RootSpec], device: String, watch: (any WatchLink)?, logger: Logger,
                 typeFor: @escaping @Sendable (String) -> String = { _ in Record.defaultType }) throws {
         let store = try StateStore(path: statePath)
         // Manifests of versions no longer here name chunks nobody can read any more.
         try store.pruneManifests()
-        context = try ReplicaContext(store: store, roots: roots, device: device, logger: logger, echoes: echoes, inotify: inotify, typeFor: typeFor)
+        context = try ReplicaContext(store: store, roots: roots, device: device, logger: logger, watch: watch, typeFor: typeFor)
         observer = LocalObserver(context: context)
         feed = FeedReader(context: context)
         scheduler = Scheduler(context: context)

@@ -3,7 +3,6 @@ import SinkiMerge
 import SinkiPlan
 import SinkiRecord
 import SinkiSupport
-import SinkiWatch
 
 /// A synced folder: its name (the first component of its record paths) and where it is on disk.
 public struct RootSpec: Sendable, Equatable {
@@ -28,8 +27,7 @@ final class ReplicaContext {
     let device: String
     let logger: Logger
     /// Tells the watcher which events the replica's own writes will cause.
-    let echoes: EchoFilter?
-    let inotify: Inotify?
+    let watch: (any WatchLink)?
     /// Which paths below each root are not synced.
     var ignores: [IgnoreRules]
     /// Files up to this size travel inline in their record.
@@ -60,7 +58,7 @@ final class ReplicaContext {
     /// agent's own.
     var deletedHere: [PathKey: Node] = [:]
 
-    init(store: StateStore, roots: [RootSpec], device: String, logger: Logger, echoes: EchoFilter?, inotify: Inotify?,
+    init(store: StateStore, roots: [RootSpec], device: String, logger: Logger, watch: (any WatchLink)?,
          typeFor: @escaping @Sendable (String) -> String) throws {
         self.store = store
         self.roots = roots
@@ -70,8 +68,7 @@ final class ReplicaContext {
         rootIndex = Dictionary(uniqueKeysWithValues: roots.enumerated().map { ($1.name, $0) })
         self.device = device
         self.logger = logger
-        self.echoes = echoes
-        self.inotify = inotify
+        self.watch = watch
         self.typeFor = typeFor
         ignores = zip(roots, opened).map { Self.rules(for: $0.0, in: $0.1) }
     }

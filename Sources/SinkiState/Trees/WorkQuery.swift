@@ -80,31 +80,27 @@ extension StateStore {
         below.localLive = try database.scalar("SELECT 1 FROM tree WHERE path >= ? AND path < ? AND l_kind IS NOT NULL LIMIT 1", lower, upper) != nil
         below.remoteLive = try database.scalar("SELECT 1 FROM tree WHERE path >= ? AND path < ? AND r_kind IS NOT NULL LIMIT 1", lower, upper) != nil
         if below.localLive {
-            var candidates: [String] = []
-            try database.query("""
-                SELECT path FROM tree INDEXED BY tree_local_work WHERE \(Self.localDiffers) AND path >= ? AND path < ? AND l_kind IS NOT NULL
-                ORDER BY path LIMIT ?
-                """, lower, upper, Self.belowExact + 1) { candidates.append($0.text(0)) }
-            below.localKept = try decide(candidates) { entries in
-                guard let local = entries.local else { return false }
-                return local.node != entries.base.node
+            below.localKept = try changedBelow(lower, upper, index: "tree_local_work", differs: Self.localDiffers, kind: "l_kind") { entries in
+                entries.local.map { $0.node != entries.base.node } ?? false
             }
         }
         if below.remoteLive {
-            var candidates: [String] = []
-            try database.query("""
-                SELECT path FROM tree INDEXED BY tree_remote_work WHERE \(Self.remoteDiffers) AND path >= ? AND path < ? AND r_kind IS NOT NULL
-                ORDER BY path LIMIT ?
-                """, lower, upper, Self.belowExact + 1) { candidates.append($0.text(0)) }
-            below.remoteKept = try decide(candidates) { entries in
-                guard let remote = entries.remote, let node = remote.node else { return false }
-                return node != entries.base.node
+            below.remoteKept = try changedBelow(lower, upper, index: "tree_remote_work", differs: Self.remoteDiffers, kind: "r_kind") { entries in
+                entries.remote?.node.map { $0 != entries.base.node } ?? false
             }
         }
         return below
     }
 
-    private func decide(_ candidates: [String], _ kept: (PathEntries) -> Bool) throws -> Bool {
+    /// Whether one side holds a live entry between `lower` and `upper` that it changed (`kept`): the
+    /// side's work index gives the candidates, the first `belowExact` are decided one by one.
+    private func changedBelow(_ lower: String, _ upper: String, index: String, differs: String, kind: String,
+                              kept: (PathEntries) -> Bool) throws -> Bool {
+        var candidates: [String] = []
+        try database.query("""
+            SELECT path FROM tree INDEXED BY \(index) WHERE \(differs) AND path >= ? AND path < ? AND \(kind) IS NOT NULL
+            ORDER BY path LIMIT ?
+            """, lower, upper, Self.belowExact + 1) { candidates.append($0.text(0)) }
         if candidates.count > Self.belowExact { return true }
         for candidate in candidates {
             guard let row = try row(candidate), let entries = try entries(of: row) else { continue }

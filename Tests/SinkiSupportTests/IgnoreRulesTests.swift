@@ -1,5 +1,5 @@
 import Testing
-@testable import SinkiWatch
+@testable import SinkiSupport
 
 @Suite struct IgnoreRulesTests {
     func ignored(_ patterns: [String], _ path: String, directory: Bool = false) -> Bool {

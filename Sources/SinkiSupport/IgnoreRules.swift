@@ -1,4 +1,3 @@
-import SinkiSupport
 
 /// Which paths below a root are not synced: `ignore =` patterns from the config and the root's
 /// `.sinkiignore` file, in gitignore syntax (`*`, `**`, `?`, `[…]`, leading `/`, trailing `/`,
