@@ -129,7 +129,7 @@ extension Agent: ControlHandler {
         for (index, root) in configuration.roots.enumerated() {
             let totals = facts?.roots.first { $0.name == root.name }
             var mine = overall
-            mine.safetyStop = control.safetyStops[index]
+            mine.safetyStop = control.safetyStops[RootID(index)]
             if totals?.folderMissing == true { mine.problem = "the folder \(root.path) is missing" }
             mine.notApplied = notApplied.filter { PathText.isWithin($0.path, root.name) }
             mine.notAppliedCount = totals?.notApplied ?? 0
@@ -193,7 +193,7 @@ extension Agent: ControlHandler {
     public func resume() async -> ControlAck {
         var done: [String] = []
         if !control.safetyStops.isEmpty {
-            let names = control.safetyStops.keys.sorted().map { configuration.roots[$0].name }
+            let names = control.safetyStops.keys.sorted().map { configuration.roots[$0.index].name }
             await confirmSafetyStops()
             logger.info("safety stop confirmed (sinkid resume) for \(names.joined(separator: ", "))")
             done.append("safety stop confirmed for \(names.joined(separator: ", ")): what is there now is synced")

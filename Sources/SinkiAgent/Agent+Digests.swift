@@ -128,7 +128,7 @@ extension Agent {
     private func compareRoots() async throws -> [RemoteMismatch]? {
         guard let replica, let client else { throw CancellationError() }
         var all: [RemoteMismatch] = []
-        for (index, root) in configuration.roots.enumerated() where control.safetyStops[index] == nil {
+        for (index, root) in configuration.roots.enumerated() where control.safetyStops[RootID(index)] == nil {
             // The copy first, then the server: an answer to this agent's own save that lands in between
             // is on the server already when it is asked, and shows as a change the feed has yet to bring.
             var here = try await replica.remoteFolder(root.name)

@@ -9,7 +9,7 @@ import SinkiSupport
 struct RetrySchedule {
     var timer: LoopTimer?
     /// When each root last made its failures due because of a local event (a burst makes them due once).
-    var lastEvent: [Int: Int64] = [:]
+    var lastEvent: [RootID: Int64] = [:]
     /// Events closer together than this make a root's failures due once.
     static let eventSpacing: Int64 = 200_000_000
 }
@@ -47,12 +47,12 @@ extension Agent {
 
     /// Something changed on disk in `root`: a folder made, a file closed, space freed. The remote
     /// changes that failed there may go now.
-    func causeMayHaveGone(root: Int) {
+    func causeMayHaveGone(root: RootID) {
         guard let replica else { return }
         let now = Clock.monotonic()
         if let last = retries.lastEvent[root], now - last < RetrySchedule.eventSpacing { return }
         retries.lastEvent[root] = now
-        let name = configuration.roots[root].name
+        let name = configuration.roots[root.index].name
         Task {
             let made = await replica.retryFailures(under: name, direction: .down)
             if !made.isEmpty { self.pumpSync() }

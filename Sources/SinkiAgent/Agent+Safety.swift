@@ -7,11 +7,11 @@ import SinkiWatch
 extension Agent {
     /// Stops syncing a root whose folder vanished or emptied while its files are synced: nothing is
     /// pushed for it and nothing is pulled until the user confirms with `sinkid resume`.
-    func safetyStop(root: Int, because reason: String) {
+    func safetyStop(root: RootID, because reason: String) {
         guard control.safetyStops[root] == nil else { return }
         control.safetyStops[root] = reason
         control.notifier?.status(serviceStatus)
-        logger.error("safety stop on \(quoted(configuration.roots[root].path)): \(reason); nothing is deleted on other machines until you run `sinkid resume`")
+        logger.error("safety stop on \(quoted(configuration.roots[root.index].path)): \(reason); nothing is deleted on other machines until you run `sinkid resume`")
     }
 
     /// The user confirmed every safety stop: what is on disk now is what they want synced.
@@ -22,19 +22,19 @@ extension Agent {
             do {
                 try await replica.confirmSafetyStop(root: root)
                 control.safetyStops[root] = nil
-                logger.info("resuming \(quoted(configuration.roots[root].path)) as it is now")
+                logger.info("resuming \(quoted(configuration.roots[root.index].path)) as it is now")
                 var batch = WatchBatch()
-                batch.changes = [WatchBatch.Change(root: root, relative: "", recursive: true)]
+                batch.changes = [WatchBatch.Change(LocalPath(root, ""), recursive: true)]
                 handleWatch(batch)
             } catch {
-                logger.error("cannot resume \(quoted(configuration.roots[root].path)): \(error)")
+                logger.error("cannot resume \(quoted(configuration.roots[root.index].path)): \(error)")
             }
         }
         sleeper?.wakeAll()
     }
 
     /// Records a report's safety stop, if it has one.
-    func note(_ report: ObserveReport, root: Int) {
+    func note(_ report: ObserveReport, root: RootID) {
         if let reason = report.safetyStop { safetyStop(root: root, because: reason) }
         if report.watchLimitHit { warnWatchLimit(unwatched: report.unwatched) }
     }
@@ -64,7 +64,7 @@ extension Agent {
                 let pending = await replica.takeUnwatched()
                 if pending.isEmpty { continue }
                 var batch = WatchBatch()
-                batch.changes = pending.map { WatchBatch.Change(root: $0.root.index, relative: $0.relative, recursive: true) }
+                batch.changes = pending.map { WatchBatch.Change($0, recursive: true) }
                 handleWatch(batch)
             }
         }
@@ -85,7 +85,7 @@ extension Agent {
                 _ = await sleeper.sleep(milliseconds: UInt64(configuration.rescanSeconds * jitter * 1000))
                 if stopping { return }
                 var batch = WatchBatch()
-                batch.changes = configuration.roots.indices.map { WatchBatch.Change(root: $0, relative: "", recursive: true) }
+                batch.changes = configuration.roots.indices.map { WatchBatch.Change(LocalPath(RootID($0), ""), recursive: true) }
                 handleWatch(batch)
             }
         }

@@ -71,7 +71,7 @@ extension Agent {
             publishApplied(step.applied)
             if !step.toCheck.isEmpty {
                 var batch = WatchBatch()
-                batch.changes = step.toCheck.map { WatchBatch.Change(root: $0.root.index, relative: $0.relative, recursive: true) }
+                batch.changes = step.toCheck.map { WatchBatch.Change($0, recursive: true) }
                 handleWatch(batch)
             }
             if !step.batch.isEmpty {

@@ -91,10 +91,10 @@ extension Agent {
         var head: String?
         var historyFloor: Int64 = 0
         let applied = FeedToken.tag(of: try await replica.feedToken(server: feedKey))
-        for (index, root) in configuration.roots.enumerated() where control.safetyStops[index] == nil {
+        for (index, root) in configuration.roots.enumerated() where control.safetyStops[RootID(index)] == nil {
             // Local truth first: what the disk holds now is in the database before it is compared.
-            let scan = try await replica.reconcile(root: index, under: "", progress: pushProgress)
-            note(scan, root: index)
+            let scan = try await replica.reconcile(LocalPath(RootID(index), ""), progress: pushProgress)
+            note(scan, root: RootID(index))
             var after = ""
             while true {
                 let page = try await client.list(prefix: root.name, after: after.isEmpty ? nil : after, limit: VerifyState.page)

@@ -11,7 +11,7 @@ extension Agent {
             safetyStop(root: root, because: "the root folder was deleted, moved away or unmounted")
         }
         var kept = batch
-        kept.changes = batch.changes.filter { control.safetyStops[$0.root] == nil }
+        kept.changes = batch.changes.filter { control.safetyStops[$0.path.root] == nil }
         kept.moves = batch.moves.filter { control.safetyStops[$0.root] == nil }
         kept.rootsGone = []
         pendingWatch.merge(kept)
@@ -28,25 +28,24 @@ extension Agent {
         while !stopping && !pendingWatch.isEmpty {
             let batch = pendingWatch
             pendingWatch = WatchBatch()
-            var plain: [Int: Set<String>] = [:]
-            var walks: [(Int, String)] = []
+            var plain: [RootID: Set<String>] = [:]
+            var walks: [LocalPath] = []
             if batch.overflow {
-                walks = configuration.roots.indices.map { ($0, "") }
+                walks = configuration.roots.indices.map { LocalPath(RootID($0), "") }
             } else {
                 for change in batch.changes {
-                    if change.recursive { walks.append((change.root, change.relative)) } else { plain[change.root, default: []].insert(change.relative) }
+                    if change.recursive { walks.append(change.path) } else { plain[change.path.root, default: []].insert(change.path.relative) }
                 }
             }
             if logger.isEnabled(.debug) {
-                let names = batch.changes.count <= 8 ? " (" + batch.changes.map(\.relative).joined(separator: ", ") + ")" : ""
+                let names = batch.changes.count <= 8 ? " (" + batch.changes.map(\.path.relative).joined(separator: ", ") + ")" : ""
                 logger.debug("watch: \(batch.changes.count) path(s)\(names), \(batch.moves.count) move(s)\(batch.overflow ? ", overflow" : "")")
             }
             do {
                 var queued = 0
                 if !batch.overflow {
                     for move in batch.moves where control.safetyStops[move.root] == nil {
-                        let report = try await replica.move(root: move.root, from: move.from, to: move.to, isDirectory: move.isDirectory,
-                                                            progress: pushProgress)
+                        let report = try await replica.move(from: move.from, to: move.to, isDirectory: move.isDirectory, progress: pushProgress)
                         queued += report.queued
                         note(report, root: move.root)
                     }
@@ -56,20 +55,20 @@ extension Agent {
                     queued += report.queued
                     note(report, root: root)
                 }
-                for (root, relative) in walks where control.safetyStops[root] == nil {
-                    let report = try await replica.reconcile(root: root, under: relative, progress: pushProgress)
+                for path in walks where control.safetyStops[path.root] == nil {
+                    let report = try await replica.reconcile(path, progress: pushProgress)
                     queued += report.queued
-                    note(report, root: root)
+                    note(report, root: path.root)
                 }
                 for root in await replica.takeRescans() where control.safetyStops[root] == nil {
-                    let report = try await replica.reconcile(root: root, under: "", progress: pushProgress)
+                    let report = try await replica.reconcile(LocalPath(root, ""), progress: pushProgress)
                     queued += report.queued
                     note(report, root: root)
                 }
                 if queued > 0 { logger.debug("watch: \(queued) local change(s) queued") }
                 // A local event may have removed the cause of a remote change not applied (space freed,
                 // a file closed, a folder made or made writable): those of its root are tried now.
-                for root in Set(batch.changes.map(\.root) + batch.moves.map(\.root)) { causeMayHaveGone(root: root) }
+                for root in Set(batch.changes.map(\.path.root) + batch.moves.map(\.root)) { causeMayHaveGone(root: root) }
                 let unstable = await replica.takeUnstable()
                 if !unstable.isEmpty { recheckLater(unstable) }
                 let deferred = await replica.takeDeferred()
@@ -87,7 +86,7 @@ extension Agent {
         Task {
             _ = await sleeper.sleep(milliseconds: milliseconds ?? configuration.watchDelayMilliseconds)
             var batch = WatchBatch()
-            batch.changes = paths.map { WatchBatch.Change(root: $0.root.index, relative: $0.relative, recursive: false) }
+            batch.changes = paths.map { WatchBatch.Change($0, recursive: false) }
             self.handleWatch(batch)
         }
     }

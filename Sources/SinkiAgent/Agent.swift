@@ -281,9 +281,10 @@ public actor Agent {
             let started = Clock.monotonic()
             var queued = 0
             for index in configuration.roots.indices {
-                let report = try await replica.reconcile(root: index, under: "", progress: pushProgress)
+                let root = RootID(index)
+                let report = try await replica.reconcile(LocalPath(root, ""), progress: pushProgress)
                 queued += report.queued
-                note(report, root: index)
+                note(report, root: root)
             }
             let elapsed = Double(Clock.monotonic() - started) / 1e9
             logger.info("scanned \(configuration.roots.count) root(s) in \(String(format: "%.2f", elapsed)) s; \(queued) local change(s) to send")

@@ -33,7 +33,7 @@ struct AgentControl {
     var lastContact: Int64?
     /// Roots stopped for safety (a root gone or emptied while its records are not: the watcher's
     /// call, issue 3), with why. `sinkid resume` confirms and clears them.
-    var safetyStops: [Int: String] = [:]
+    var safetyStops: [RootID: String] = [:]
     var version = "unknown"
     var reloader: ConfigReloader?
     /// The settings in force, to tell what a reload changed.

@@ -12,6 +12,8 @@ public struct InotifyEvent: Sendable, Equatable {
     public var cookie: UInt32
 
     public var isDirectory: Bool { mask & UInt32(IN_ISDIR) != 0 }
+    /// The entry as a path inside its root (for an event of a root; not of the queue).
+    public var path: LocalPath { LocalPath(RootID(root), relative) }
     public func has(_ flag: Int32) -> Bool { mask & UInt32(bitPattern: flag) != 0 }
 }
 

@@ -1,33 +1,34 @@
+import SinkiSupport
+
 /// Paths the watcher saw change, ready to be compared with the state database.
 public struct WatchBatch: Sendable, Equatable {
     /// A path to look at again.
     public struct Change: Sendable, Hashable {
-        public var root: Int
-        /// Path below the root; `""` is the root itself.
-        public var relative: String
+        /// `relative` empty: the root itself.
+        public var path: LocalPath
         /// Walk everything below it too (a directory that appeared or moved in).
         public var recursive: Bool
 
-        public init(root: Int, relative: String, recursive: Bool) {
-            self.root = root
-            self.relative = relative
+        public init(_ path: LocalPath, recursive: Bool) {
+            self.path = path
             self.recursive = recursive
         }
     }
 
     /// A rename inside one root, paired by its inotify cookie: the content did not change.
     public struct Move: Sendable, Hashable {
-        public var root: Int
-        public var from: String
-        public var to: String
+        public var from: LocalPath
+        public var to: LocalPath
         public var isDirectory: Bool
 
-        public init(root: Int, from: String, to: String, isDirectory: Bool) {
-            self.root = root
+        public init(from: LocalPath, to: LocalPath, isDirectory: Bool) {
+            precondition(from.root == to.root, "bug: a move from one root into another")
             self.from = from
             self.to = to
             self.isDirectory = isDirectory
         }
+
+        public var root: RootID { from.root }
     }
 
     public var changes: [Change] = []
@@ -36,7 +37,7 @@ public struct WatchBatch: Sendable, Equatable {
     /// The kernel dropped events: every root must be walked again.
     public var overflow = false
     /// Roots whose top directory was deleted, moved away or unmounted.
-    public var rootsGone: Set<Int> = []
+    public var rootsGone: Set<RootID> = []
 
     public init() {}
 

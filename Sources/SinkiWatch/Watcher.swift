@@ -76,14 +76,14 @@ public final class Watcher {
             if event.relative.isEmpty {
                 // The root directory itself went away, moved, or its file system was unmounted.
                 if event.has(IN_DELETE_SELF) || event.has(IN_MOVE_SELF) || event.has(IN_UNMOUNT) || event.has(IN_IGNORED) {
-                    batch.rootsGone.insert(event.root)
+                    batch.rootsGone.insert(RootID(event.root))
                 }
                 continue
             }
             // Self events of subdirectories repeat what the parent's watch already said.
             if event.has(IN_DELETE_SELF) || event.has(IN_MOVE_SELF) || event.has(IN_IGNORED) { continue }
             if event.has(IN_UNMOUNT) {
-                ready(event.root, event.relative, recursive: true)
+                ready(event.path, recursive: true)
                 continue
             }
             let name = Substring(SafeRoot.name(of: event.relative))
@@ -92,7 +92,7 @@ public final class Watcher {
                 // A folder the agent made itself is looked at once anyway (cheap: its row and its watch
                 // are in place), so that an expectation gone stale can never hide a folder someone else
                 // made, and with it everything written in it before it is watched.
-                if event.isDirectory && (event.has(IN_CREATE) || event.has(IN_MOVED_TO)) { ready(event.root, event.relative, recursive: false) }
+                if event.isDirectory && (event.has(IN_CREATE) || event.has(IN_MOVED_TO)) { ready(event.path, recursive: false) }
                 continue
             }
             let temporary = TemporaryNames.looksTemporary(name)
@@ -110,30 +110,30 @@ public final class Watcher {
                 }
                 if let from, temporary && !fromTemporary {
                     // A real file renamed to a backup-looking name: the editor writes it anew.
-                    hold(from.root, from.relative, until: graceDeadline)
-                    hold(event.root, event.relative, until: graceDeadline)
+                    hold(from.path, until: graceDeadline)
+                    hold(event.path, until: graceDeadline)
                     continue
                 }
                 if let from, from.root == event.root, !fromTemporary, !temporary {
                     // The replica moves the rows and then looks at both ends itself.
-                    batch.moves.append(WatchBatch.Move(root: event.root, from: from.relative, to: event.relative, isDirectory: event.isDirectory))
+                    batch.moves.append(WatchBatch.Move(from: from.path, to: event.path, isDirectory: event.isDirectory))
                     continue
                 } else if let from {
-                    fromTemporary ? hold(from.root, from.relative, until: graceDeadline) : ready(from.root, from.relative, recursive: false)
+                    fromTemporary ? hold(from.path, until: graceDeadline) : ready(from.path, recursive: false)
                 }
-                if temporary { hold(event.root, event.relative, until: graceDeadline) } else { ready(event.root, event.relative, recursive: event.isDirectory) }
+                if temporary { hold(event.path, until: graceDeadline) } else { ready(event.path, recursive: event.isDirectory) }
                 continue
             }
             if event.isDirectory {
-                ready(event.root, event.relative, recursive: event.has(IN_CREATE))
+                ready(event.path, recursive: event.has(IN_CREATE))
                 continue
             }
             if temporary {
-                hold(event.root, event.relative, until: graceDeadline)
+                hold(event.path, until: graceDeadline)
             } else if event.has(IN_CLOSE_WRITE) || event.has(IN_DELETE) || event.has(IN_ATTRIB) {
-                ready(event.root, event.relative, recursive: false)
+                ready(event.path, recursive: false)
             } else if event.has(IN_CREATE) || event.has(IN_MODIFY) {
-                hold(event.root, event.relative, until: quietDeadline)
+                hold(event.path, until: quietDeadline)
             }
         }
         // Renamed away with no partner in this read: moved out of the roots (or into a place not
@@ -141,21 +141,21 @@ public final class Watcher {
         for event in movedFrom.values {
             if event.isDirectory { inotify.unwatch(root: event.root, under: event.relative) }
             if TemporaryNames.looksTemporary(event.relative.split(separator: "/").last ?? "") {
-                hold(event.root, event.relative, until: graceDeadline)
+                hold(event.path, until: graceDeadline)
             } else {
-                ready(event.root, event.relative, recursive: false)
+                ready(event.path, recursive: false)
             }
         }
     }
 
-    private func hold(_ root: Int, _ relative: String, until deadline: Int64) {
-        let key = WatchBatch.Change(root: root, relative: relative, recursive: false)
+    private func hold(_ path: LocalPath, until deadline: Int64) {
+        let key = WatchBatch.Change(path, recursive: false)
         held[key] = max(held[key] ?? 0, deadline)
     }
 
-    private func ready(_ root: Int, _ relative: String, recursive: Bool) {
-        held[WatchBatch.Change(root: root, relative: relative, recursive: false)] = nil
-        batch.changes.append(WatchBatch.Change(root: root, relative: relative, recursive: recursive))
+    private func ready(_ path: LocalPath, recursive: Bool) {
+        held[WatchBatch.Change(path, recursive: false)] = nil
+        batch.changes.append(WatchBatch.Change(path, recursive: recursive))
     }
 
     /// Hands the ready part of the batch over and arms the timer for what is still held.

@@ -56,8 +56,8 @@ func event(_ relative: String, _ mask: Int32, cookie: UInt32 = 0, root: Int = 0)
         let aggregator = Aggregator(loop: thread.loop)
         try await aggregator.setUp(delay: 50)
         await aggregator.feed([event("done.txt", IN_CREATE), event("done.txt", IN_CLOSE_WRITE), event("open.log", IN_MODIFY)])
-        #expect(await aggregator.all.changes.map(\.relative) == ["done.txt"])
-        try await waitUntil("the quiet file", timeout: 2) { await aggregator.all.changes.map(\.relative).contains("open.log") }
+        #expect(await aggregator.all.changes.map(\.path.relative) == ["done.txt"])
+        try await waitUntil("the quiet file", timeout: 2) { await aggregator.all.changes.map(\.path.relative).contains("open.log") }
         await aggregator.tearDown()
     }
 
@@ -70,10 +70,11 @@ func event(_ relative: String, _ mask: Int32, cookie: UInt32 = 0, root: Int = 0)
                                event("dir", IN_MOVED_FROM | IN_ISDIR, cookie: 8), event("dir2", IN_MOVED_TO | IN_ISDIR, cookie: 8),
                                event("gone.txt", IN_MOVED_FROM, cookie: 9)])
         let all = await aggregator.all
-        #expect(all.moves == [WatchBatch.Move(root: 0, from: "a.txt", to: "sub/b.txt", isDirectory: false),
-                              WatchBatch.Move(root: 0, from: "dir", to: "dir2", isDirectory: true)])
+        let root = RootID(0)
+        #expect(all.moves == [WatchBatch.Move(from: LocalPath(root, "a.txt"), to: LocalPath(root, "sub/b.txt"), isDirectory: false),
+                              WatchBatch.Move(from: LocalPath(root, "dir"), to: LocalPath(root, "dir2"), isDirectory: true)])
         // Moved out of the root (no partner): a delete to look at.
-        #expect(all.changes.map(\.relative) == ["gone.txt"])
+        #expect(all.changes.map(\.path.relative) == ["gone.txt"])
         await aggregator.tearDown()
     }
 
@@ -91,10 +92,10 @@ func event(_ relative: String, _ mask: Int32, cookie: UInt32 = 0, root: Int = 0)
         ])
         let first = await aggregator.all
         #expect(first.moves.isEmpty)
-        #expect(first.changes.map(\.relative) == ["notes.txt"])
+        #expect(first.changes.map(\.path.relative) == ["notes.txt"])
         // The temporary names are only looked at after the grace period (and are gone by then).
         try await waitUntil("the grace period", timeout: 2) { await aggregator.all.changes.count >= 3 }
-        let later = await aggregator.all.changes.map(\.relative)
+        let later = await aggregator.all.changes.map(\.path.relative)
         #expect(Set(later) == ["notes.txt", "4913", "notes.txt~"])
         await aggregator.tearDown()
     }
@@ -108,7 +109,7 @@ func event(_ relative: String, _ mask: Int32, cookie: UInt32 = 0, root: Int = 0)
                                event(".save.dat.tmp1234", IN_MOVED_FROM, cookie: 5), event("save.dat", IN_MOVED_TO, cookie: 5)])
         let all = await aggregator.all
         #expect(all.moves.isEmpty)
-        #expect(all.changes.map(\.relative) == ["save.dat"])
+        #expect(all.changes.map(\.path.relative) == ["save.dat"])
         await aggregator.tearDown()
     }
 

@@ -27,7 +27,7 @@ public struct StepOptions: Sendable {
     /// Downloads and look-ups that may start now.
     public var fetchSlots = 8
     /// Roots stopped for safety: their paths wait.
-    public var excludingRoots: Set<Int> = []
+    public var excludingRoots: Set<RootID> = []
     public init() {}
 }
 

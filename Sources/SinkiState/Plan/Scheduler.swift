@@ -36,7 +36,7 @@ final class Scheduler {
 
     /// The next page of planned operations, and whether the rounds are over for now (a pass ended with
     /// nothing changed). `excludingRoots`: roots stopped for safety, whose paths wait.
-    func nextPage(limit: Int, excludingRoots: Set<Int>, remoteOnly: Bool) throws -> (planned: [PlannedOperation], settled: Bool) {
+    func nextPage(limit: Int, excludingRoots: Set<RootID>, remoteOnly: Bool) throws -> (planned: [PlannedOperation], settled: Bool) {
         if passFresh {
             passFresh = false
             passWrites = store.treeWrites
@@ -57,7 +57,7 @@ final class Scheduler {
         for path in page where !handled.contains(path) {
             guard !inFlight.contains(path), let row = try store.row(path), !failures.holds(row, now: now) else { continue }
             guard let recordPath = try? RecordPath(validating: path), let local = context.locate(recordPath),
-                  !excludingRoots.contains(local.root.index) else { continue }
+                  !excludingRoots.contains(local.root) else { continue }
             let answer = try plan(row, at: recordPath, overlay: overlay, waits: true)
             if case .wait(.parentFirst)? = answer {
                 planned += try ancestors(of: recordPath, overlay: &overlay, handled: &handled)

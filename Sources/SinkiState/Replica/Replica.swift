@@ -43,16 +43,19 @@ public actor Replica {
 
     // MARK: The disk, into Local
 
-    public func reconcile(root: Int, under relative: String, progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
-        try await observer.reconcile(root: root, under: relative, progress: progress)
+    /// Walks `path` (a folder, or the root) and takes what differs into Local.
+    public func reconcile(_ path: LocalPath, progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
+        try await observer.reconcile(root: path.root.index, under: path.relative, progress: progress)
     }
 
-    public func check(root: Int, paths: [String], progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
-        try await observer.check(root: root, paths: paths, progress: progress)
+    /// Looks at each of `paths` (below `root`) alone.
+    public func check(root: RootID, paths: [String], progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
+        try await observer.check(root: root.index, paths: paths, progress: progress)
     }
 
-    public func move(root: Int, from: String, to: String, isDirectory: Bool, progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
-        try await observer.move(root: root, from: from, to: to, isDirectory: isDirectory, progress: progress)
+    /// A rename the watcher paired: the rows move along, without reading the files again.
+    public func move(from: LocalPath, to: LocalPath, isDirectory: Bool, progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
+        try await observer.move(root: from.root.index, from: from.relative, to: to.relative, isDirectory: isDirectory, progress: progress)
     }
 
     /// Paths that changed while being read since the last call.
@@ -78,32 +81,32 @@ public actor Replica {
     }
 
     /// Roots to walk again because their ignore rules changed.
-    public func takeRescans() -> Set<Int> {
+    public func takeRescans() -> Set<RootID> {
         defer { context.rescanNeeded.removeAll() }
-        return context.rescanNeeded
+        return Set(context.rescanNeeded.map(RootID.init))
     }
 
     public var unwatchedCount: Int { observer.unwatchedDirectories.reduce(0) { $0 + $1.count } }
 
     /// Opens a root again (after it was removed and made again, or remounted).
-    public func reopen(root: Int) throws {
-        context.safeRoots[root] = try SafeRoot(path: roots[root].path)
-        context.reloadIgnores(root: root)
+    public func reopen(root: RootID) throws {
+        context.safeRoots[root.index] = try SafeRoot(path: roots[root.index].path)
+        context.reloadIgnores(root: root.index)
     }
 
     /// The user confirmed (`sinkid resume`) that a stopped root is meant to be as it is: reopen it and
     /// let the next walk record what is gone.
-    public func confirmSafetyStop(root: Int) throws {
-        if (try? SafeRoot(path: roots[root].path)) == nil {
+    public func confirmSafetyStop(root: RootID) throws {
+        if (try? SafeRoot(path: roots[root.index].path)) == nil {
             // The folder itself is gone: make it again, empty, so the deletes can be recorded.
             var built = ""
-            for component in roots[root].path.split(separator: "/") {
+            for component in roots[root.index].path.split(separator: "/") {
                 built += "/" + component
                 mkdir(built, 0o755)
             }
         }
         try reopen(root: root)
-        observer.confirmedEmpty.insert(root)
+        observer.confirmedEmpty.insert(root.index)
     }
 
     /// Sets how long a vanished large file stays a rename candidate.
