@@ -134,13 +134,17 @@ final class HTTPServer: Sendable {
             hub.shutdown()
             return
         }
+        // The worker threads take the listening socket out of their epoll sets a moment after the
+        // quiesce: closed before that, one of them aborts the process ("Failed to remove listen FD from
+        // epoll set"). A shutdown refuses new connections now; the close waits until they are gone.
         let listenSocket = MHD_quiesce_daemon(current.daemon)
-        if listenSocket >= 0 { close(listenSocket) }
+        if listenSocket >= 0 { _ = Glibc.shutdown(listenSocket, Int32(SHUT_RDWR)) }
         hub.shutdown()
         if parkedRequests.wait(timeout: .now() + .milliseconds(Int(grace * 1000))) == .timedOut {
             logger.warning("stopping: some long-polls were not answered within \(grace) s; closing them")
         }
         MHD_stop_daemon(current.daemon)
+        if listenSocket >= 0 { close(listenSocket) }
         current.retained.release()
         current.logTarget.deinitialize(count: 1)
         current.logTarget.deallocate()
