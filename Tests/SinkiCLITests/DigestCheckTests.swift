@@ -7,13 +7,6 @@ import Testing
 /// the server's digests, every version in it is held here, and nothing is moving; a copy that drifted
 /// is found, repaired and counted.
 @Suite struct DigestCheckTests {
-    func statusJSON(_ cluster: Cluster, _ agent: String) throws -> JSONValue {
-        let run = try sinkid(["status", "--json", "--state", cluster.directory.child(agent) + "/state"], in: cluster.directory)
-        let json = try run.json()
-        #expect(ControlTests.schema.problems(json) == [], "status --json breaks docs/status.schema.json")
-        return json
-    }
-
     static func random(_ count: Int, seed: UInt64) -> Data {
         var generator = SeededRandom(seed: seed)
         return Data(generator.bytes(count))

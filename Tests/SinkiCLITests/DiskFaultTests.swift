@@ -24,10 +24,6 @@ import Testing
         return { _ = try? ChildProcess("/usr/bin/umount", ["-l", root], logDirectory: cluster.directory.path, label: "umount").waitForExit() }
     }
 
-    func statusJSON(_ cluster: Cluster, _ agent: String) throws -> JSONValue {
-        try sinkid(["status", "--json", "--state", cluster.directory.child(agent) + "/state"], in: cluster.directory).json()
-    }
-
     func statusText(_ cluster: Cluster, _ agent: String) throws -> String {
         try sinkid(["status", "--state", cluster.directory.child(agent) + "/state"], in: cluster.directory).output
     }

@@ -6,13 +6,6 @@ import Testing
 /// The agent's answer to a refused token (issue 12): stop sending, keep the outbox, say "token
 /// refused" in status and once in the log, and go on as soon as the token file holds a new token.
 @Suite(.serialized) struct TokenRefusalTests {
-    func statusJSON(_ cluster: Cluster, _ agent: String) throws -> JSONValue {
-        let run = try sinkid(["status", "--json", "--state", cluster.directory.child(agent) + "/state"], in: cluster.directory)
-        let json = try run.json()
-        #expect(ControlTests.schema.problems(json) == [], "status --json breaks docs/status.schema.json")
-        return json
-    }
-
     /// The id part of `sinki_ID_SECRET`.
     func tokenID(_ token: String) -> String {
         String(token.split(separator: "_")[1])

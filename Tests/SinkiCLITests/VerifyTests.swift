@@ -6,13 +6,6 @@ import Testing
 /// The full comparison with the server (issue 11): what neither the feed nor a scan can find, a
 /// comparison of every record finds and repairs, through the merge rules, losing nothing.
 @Suite(.serialized) struct VerifyTests {
-    func statusJSON(_ cluster: Cluster, _ agent: String) throws -> JSONValue {
-        let run = try sinkid(["status", "--json", "--state", cluster.directory.child(agent) + "/state"], in: cluster.directory)
-        let json = try run.json()
-        #expect(ControlTests.schema.problems(json) == [], "status --json breaks docs/status.schema.json")
-        return json
-    }
-
     func verify(_ cluster: Cluster, _ agent: String) throws -> SinkidRun {
         try sinkid(["sync", "--verify", "--state", cluster.directory.child(agent) + "/state"], in: cluster.directory, timeout: 60)
     }

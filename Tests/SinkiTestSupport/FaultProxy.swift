@@ -89,6 +89,8 @@ public final class FaultProxy: @unchecked Sendable {
     /// Bytes forwarded from the agents to the server, and back, over every connection.
     private let countedUp = Atomic<Int>(0)
     private let countedDown = Atomic<Int>(0)
+    /// Bytes a second each connection forwards toward the agent at most (0: no limit).
+    private let downRate = Atomic<Int>(0)
     private let stopping = Atomic<Bool>(false)
     private let threads = DispatchGroup()
     private let state: Mutex<State>
@@ -167,6 +169,10 @@ public final class FaultProxy: @unchecked Sendable {
     /// restarted server's host answers a connection it does not know; an agent that sends nothing
     /// hears nothing, ever. New connections are forwarded as before (refused while nothing listens).
     public func hideServerCloses() { hidingServerCloses.store(true, ordering: .sequentiallyConsistent) }
+
+    /// From now on each connection forwards at most `bytesPerSecond` toward the agent (0: no limit): a
+    /// slow link, for a download that must still be under way when something else happens.
+    public func limitDown(bytesPerSecond: Int) { downRate.store(bytesPerSecond, ordering: .sequentiallyConsistent) }
 
     /// Forwards new connections to `port` (a server restarted elsewhere).
     public func retarget(_ port: Int) { target.store(port, ordering: .sequentiallyConsistent) }
@@ -335,6 +341,8 @@ public final class FaultProxy: @unchecked Sendable {
                     countedUp.wrappingAdd(got, ordering: .sequentiallyConsistent)
                 } else {
                     countedDown.wrappingAdd(got, ordering: .sequentiallyConsistent)
+                    let rate = downRate.load(ordering: .sequentiallyConsistent)
+                    if rate > 0 { usleep(UInt32(min(1.0, Double(got) / Double(rate)) * 1e6)) } // the slow link itself
                 }
             }
         }

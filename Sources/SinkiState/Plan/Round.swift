@@ -7,6 +7,10 @@ public struct ContentFetch: Sendable, Equatable {
     public var path: String
     /// The version whose content it is.
     public var tag: Int64
+    /// That version's size and content id, which the download is checked against (the version at the
+    /// path may have changed while it came).
+    public var size: Int64 = 0
+    public var hash = ""
     /// The large file's asset to download into the state folder; nil for a small file, whose record
     /// is looked up again with its inline content.
     public var asset: Asset?

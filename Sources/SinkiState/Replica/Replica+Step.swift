@@ -161,7 +161,8 @@ extension Replica {
                 if mkdir(context.downloadsDirectory, 0o700) != 0 && errno != EEXIST {
                     throw SystemError("mkdir", errno: errno, path: context.downloadsDirectory)
                 }
-                return .fetch(ContentFetch(path: path, tag: remote.tag, asset: asset, partialPath: context.downloadPath(asset.sha256) + ".part"))
+                return .fetch(ContentFetch(path: path, tag: remote.tag, size: remote.size, hash: remote.hash, asset: asset,
+                                            partialPath: context.downloadPath(asset.sha256) + ".part"))
             }
         } else if remote.size == 0 || feed.inline.data(path, tag: remote.tag) != nil {
             do {
@@ -174,7 +175,7 @@ extension Replica {
         }
         guard fetchSlots > 0 else { return nil }
         fetchSlots -= 1
-        return .fetch(ContentFetch(path: path, tag: remote.tag))
+        return .fetch(ContentFetch(path: path, tag: remote.tag, size: remote.size, hash: remote.hash))
     }
 
     /// Carries out what needs only this machine, and records it: agreements, then the disk batch (each
@@ -306,8 +307,14 @@ extension Replica {
     /// An asset fetched into the state folder (`failure` nil), or why it could not be.
     public func fetched(_ fetch: ContentFetch, failure: ApplyFailure?) throws {
         defer { scheduler.inFlight.remove(fetch.path) }
+        let row = try store.row(fetch.path)
+        // The feed may have brought a newer version while this one came: the newer one is planned afresh,
+        // and this fetch's outcome (a failure, or a download checked against its own version) is not
+        // charged to it. Checked against the new record, a good download was taken for a bad one and the
+        // new version held back as invalid.
+        let current = row?.remote?.tag == fetch.tag
         if let failure {
-            scheduler.failures.fail(fetch.path, .down, failure, row: try store.row(fetch.path))
+            if current { scheduler.failures.fail(fetch.path, .down, failure, row: row) }
             return
         }
         guard let asset = fetch.asset, let partial = fetch.partialPath else { return }
@@ -315,16 +322,15 @@ extension Replica {
         // A manifest's assembler finishes its file under the final name itself; a whole download waits
         // in its partial file.
         let file = access(partial, F_OK) == 0 ? partial : done
-        if let remote = try store.row(fetch.path)?.remote,
-           let problem = try RemoteContent.problem(path: fetch.path, size: remote.size, hash: remote.hash, asset: asset, file: file) {
+        if let problem = try RemoteContent.problem(path: fetch.path, size: fetch.size, hash: fetch.hash, asset: asset, file: file) {
             unlink(file)
-            scheduler.failures.fail(fetch.path, .down, ApplyFailure(.invalid, problem), row: try store.row(fetch.path))
+            if current { scheduler.failures.fail(fetch.path, .down, ApplyFailure(.invalid, problem), row: row) }
             return
         }
         if file == partial { try syscall("rename", path: partial) { rename(partial, done) } }
-        if !context.hasDownload(asset) {
+        if !context.hasDownload(asset), current {
             scheduler.failures.fail(fetch.path, .down, ApplyFailure(.contentMissing, "the download of \(quoted(fetch.path)) is not its content"),
-                                    row: try store.row(fetch.path))
+                                    row: row)
         }
     }
 
