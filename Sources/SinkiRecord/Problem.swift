@@ -81,6 +81,8 @@ public struct ProblemKind: Sendable, Equatable {
     public static let badRequest = ProblemKind(code: "bad-request", title: "The request is malformed", status: 400)
     public static let badJSON = ProblemKind(code: "bad-json", title: "The body is not the JSON this route takes", status: 400)
     public static let badPath = ProblemKind(code: "bad-path", title: "A record path breaks the path rules", status: 400)
+    public static let badFraming = ProblemKind(code: "bad-framing", title: "The request's length is given twice or ambiguously (RFC 9112 §6)", status: 400)
+    public static let badTarget = ProblemKind(code: "bad-target", title: "The request target holds an encoded slash, a NUL, a dot segment or a control byte", status: 400)
     public static let badToken = ProblemKind(code: "bad-token", title: "The change token is not one this server issued", status: 400)
     public static let unauthorized = ProblemKind(code: "unauthorized", title: "A valid bearer token is required", status: 401)
     public static let notFound = ProblemKind(code: "not-found", title: "No such resource", status: 404)
@@ -105,5 +107,6 @@ public struct ProblemKind: Sendable, Equatable {
     public static let rateLimited = ProblemKind(code: "rate-limited", title: "Too many requests for this token; retry after the time given", status: 429)
     public static let headersTooLarge = ProblemKind(code: "headers-too-large", title: "The request's header fields are too large", status: 431)
     public static let internalError = ProblemKind(code: "internal", title: "The server failed", status: 500)
+    public static let notImplemented = ProblemKind(code: "not-implemented", title: "The transfer coding is not one this server implements", status: 501)
     public static let unavailable = ProblemKind(code: "unavailable", title: "The server is shutting down or overloaded", status: 503)
 }

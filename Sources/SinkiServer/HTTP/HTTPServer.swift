@@ -11,6 +11,10 @@ import Synchronization
 /// `*con_cls`, retained, and is released exactly once in the completion callback.
 final class RequestContext {
     var requestID = ""
+    /// The target as it arrived, before libmicrohttpd decoded it (its URI callback).
+    var rawTarget = ""
+    /// Whether the access handler has seen the request's headers (its first call).
+    var begun = false
     let started = Clock.monotonic()
     var method = ""
     var path = ""
@@ -113,6 +117,10 @@ final class HTTPServer: Sendable {
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
                     server.completed(context: context, termination: termination)
                 }, retained.toOpaque(),
+                { cls, uri, _ in
+                    let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    return server.arrived(rawTarget: uri.map { String(cString: $0) } ?? "")
+                }, retained.toOpaque(),
                 logTarget)
             guard let daemon else {
                 retained.release()
@@ -155,21 +163,28 @@ final class HTTPServer: Sendable {
     private func handle(_ connection: Connection, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
                         upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
                         context slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
-        guard let raw = slot.pointee else {
-            let context = RequestContext()
-            slot.pointee = Unmanaged.passRetained(context).toOpaque()
-            liveRequests.add(1, ordering: .relaxed)
+        if slot.pointee == nil { slot.pointee = arrived(rawTarget: url.map { String(cString: $0) } ?? "") }
+        let context = Unmanaged<RequestContext>.fromOpaque(slot.pointee!).takeUnretainedValue()
+        if !context.begun {
+            context.begun = true
             context.method = method.map { String(cString: $0) } ?? ""
             context.path = url.map { String(cString: $0) } ?? ""
             return begin(context, connection)
         }
-        let context = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
         if uploadSize.pointee > 0 {
             receive(context, UnsafeRawBufferPointer(start: upload, count: uploadSize.pointee))
             uploadSize.pointee = 0
             return MHD_Result.YES
         }
         return finish(context, connection)
+    }
+
+    /// A request line is in: its context, holding the target as sent, before libmicrohttpd decodes it.
+    private func arrived(rawTarget: String) -> UnsafeMutableRawPointer {
+        let context = RequestContext()
+        context.rawTarget = rawTarget
+        liveRequests.add(1, ordering: .relaxed)
+        return Unmanaged.passRetained(context).toOpaque()
     }
 
     private func completed(context slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
@@ -210,6 +225,13 @@ final class HTTPServer: Sendable {
     /// The headers are in: name the request, check who sends it, find its route, decide on the body.
     private func begin(_ context: RequestContext, _ connection: Connection) -> MHD_Result {
         context.requestID = Self.requestID(from: connection.header("X-Request-Id"))
+        // Before the token is looked at: what could be read two ways is never read at all.
+        if let problem = RequestHead.targetProblem(method: context.method, rawTarget: context.rawTarget)
+            ?? RequestHead.framingProblem(contentLengths: connection.headers("Content-Length"),
+                                          transferEncodings: connection.headers("Transfer-Encoding")) {
+            context.refusalHeaders = [("Connection", "close")]
+            return answer(context, connection, error: problem, headers: context.refusalHeaders)
+        }
         let authorization = connection.header("Authorization")
         guard let identity = authenticator.identify(authorization: authorization) else {
             return refuse(context, connection, Problem(.unauthorized, detail: Authenticator.refusal))

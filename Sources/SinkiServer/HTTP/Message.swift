@@ -35,6 +35,19 @@ struct Connection: @unchecked Sendable {
         MHD_lookup_connection_value(raw, .HEADER_KIND, name).map { String(cString: $0) }
     }
 
+    /// Every value of header `name` (ASCII case ignored), in the order sent: a field sent twice is two.
+    func headers(_ name: String) -> [String] {
+        let found = HeaderValues(name: name.lowercased())
+        let box = Unmanaged.passRetained(found)
+        defer { box.release() }
+        _ = MHD_get_connection_values(raw, .HEADER_KIND, { cls, _, key, value in
+            let found = Unmanaged<HeaderValues>.fromOpaque(cls!).takeUnretainedValue()
+            if let key, String(cString: key).lowercased() == found.name { found.values.append(value.map { String(cString: $0) } ?? "") }
+            return MHD_Result.YES
+        }, box.toOpaque())
+        return found.values
+    }
+
     /// A query argument, percent-decoded; `.invalid` when its bytes are not UTF-8.
     func argument(_ name: String) -> Argument {
         var value: UnsafePointer<CChar>?
@@ -202,4 +215,11 @@ protocol Route: Sendable {
 extension Route {
     func begin(_ request: Request) throws -> BodyPolicy { .none }
     var commonHeaders: [(String, String)] { [] }
+}
+
+/// The values `Connection.headers` collects, passed through libmicrohttpd's iterator.
+private final class HeaderValues {
+    let name: String
+    var values: [String] = []
+    init(name: String) { self.name = name }
 }
