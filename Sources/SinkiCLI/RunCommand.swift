@@ -69,12 +69,14 @@ enum RunCommand {
             }
         }
         var token: String?
+        var tokenWarning: String?
         if let file = config.server.tokenFile {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
                 throw UsageError("cannot read the token file \(file)", code: .config)
             }
             token = text.trimmingCharacters(in: .whitespacesAndNewlines)
             if token?.isEmpty == true { throw UsageError("the token file \(file) is empty", code: .config) }
+            tokenWarning = Self.looseModeWarning(file)
         }
         let typeFor: @Sendable (String) -> String = { path in
             guard let checked = try? RecordPath(validating: path) else { return Record.defaultType }
@@ -89,7 +91,7 @@ enum RunCommand {
         configuration.caFile = config.server.caFile
         configuration.watchDelayMilliseconds = UInt64(config.watch.delay.components.seconds * 1000
             + config.watch.delay.components.attoseconds / 1_000_000_000_000_000)
-        configuration.warnings = resolved.warnings
+        configuration.warnings = resolved.warnings + (tokenWarning.map { [$0] } ?? [])
         configuration.rescanSeconds = Double(config.watch.rescan.components.seconds)
         configuration.verifySeconds = Double(config.agent.verifyInterval.components.seconds)
         configuration.logLevel = resolved.logLevel
@@ -108,5 +110,13 @@ enum RunCommand {
     static func absolute(_ path: String) -> String {
         let joined = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         return URL(fileURLWithPath: joined).standardizedFileURL.path
+    }
+
+    /// A secret others on this machine can read is taken, with one line saying so and what to do (as
+    /// ssh does for keys): the README's `tail -1 > laptop.token` makes such a file under a usual umask.
+    static func looseModeWarning(_ file: String) -> String? {
+        var info = stat()
+        guard stat(file, &info) == 0, info.st_mode & 0o077 != 0 else { return nil }
+        return "the token file \(file) can be read by others (mode \(String(info.st_mode & 0o777, radix: 8))): run chmod 600 \(file)"
     }
 }

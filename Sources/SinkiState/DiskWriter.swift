@@ -13,7 +13,7 @@ enum DiskWriter {
     /// appears, with the anonymous file's inode when there is one (its inotify events name it `#INO`).
     static func writeFile(parent: Int32, parentPath: String, name: String, bytes: [UInt8], mode: UInt32, modifiedAt: Int64,
                           expect: FileStat?, willAppear: (UInt64?) -> Void = { _ in }) throws(SystemError) -> FileStat {
-        let wanted = mode_t(mode & 0o777)
+        let wanted = allowed(mode)
         if expect == nil {
             // A new file: an anonymous inode, filled, then linked under its name. The name appears
             // whole in one directory operation (no temporary name, no rename), and linkat refuses
@@ -50,6 +50,10 @@ enum DiskWriter {
             throw error
         }
     }
+
+    /// A mode from a record as it may be on this machine: its permission bits, never more than the
+    /// local umask allows (a peer's 0777 is 0755 under umask 022), as a file made here would be.
+    static func allowed(_ mode: UInt32) -> mode_t { mode_t(mode & 0o777) & ~umaskBits }
 
     /// The process's umask, read once (reading it means setting it, so never again later).
     static let umaskBits: mode_t = {
@@ -89,7 +93,7 @@ enum DiskWriter {
     /// on another file system, it is copied to a temporary file beside the target first.
     static func placeFile(sourceDirectory: String, sourceName: String, move: Bool, parent: Int32, parentPath: String, name: String,
                           mode: UInt32, modifiedAt: Int64, expect: FileStat?, willAppear: () -> Void) throws(SystemError) -> FileStat {
-        let wanted = mode_t(mode & 0o777)
+        let wanted = allowed(mode)
         let source = try FileDescriptor.open(sourceDirectory + "/" + sourceName, flags: O_RDONLY | O_NOFOLLOW)
         var parentStat = Glibc.stat()
         try syscall("fstat", path: parentPath) { fstat(parent, &parentStat) }
@@ -212,7 +216,7 @@ enum DiskWriter {
     static func makeDirectory(parent: Int32, parentPath: String, name: String, mode: UInt32, replacing: FileStat? = nil,
                               made: inout Bool, willRemove: () -> Void = {}) throws(SystemError) -> FileStat {
         made = true
-        if mkdirat(parent, name, mode_t(mode == 0 ? 0o755 : mode & 0o777)) != 0 {
+        if mkdirat(parent, name, mode == 0 ? 0o755 : allowed(mode)) != 0 {
             made = false
             let code = errno
             guard code == EEXIST else { throw SystemError("mkdir", errno: code, path: parentPath + "/" + name) }
@@ -223,14 +227,14 @@ enum DiskWriter {
                 }
                 willRemove()
                 try syscall("unlink", path: parentPath + "/" + name) { unlinkat(parent, name, 0) }
-                try syscall("mkdir", path: parentPath + "/" + name) { mkdirat(parent, name, mode_t(mode == 0 ? 0o755 : mode & 0o777)) }
+                try syscall("mkdir", path: parentPath + "/" + name) { mkdirat(parent, name, mode == 0 ? 0o755 : allowed(mode)) }
                 made = true
             }
         }
         if mode != 0 {
             let fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             if fd >= 0 {
-                fchmod(fd, mode_t(mode & 0o777))
+                fchmod(fd, allowed(mode))
                 close(fd)
             }
         }

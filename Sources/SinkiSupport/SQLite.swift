@@ -1,3 +1,4 @@
+import Glibc
 import CSQLite
 
 /// A failed SQLite call, with the statement it ran and the database file.
@@ -57,6 +58,7 @@ public final class SQLiteDatabase {
 
     /// Opens (creating if needed) a database in WAL mode with a busy timeout.
     public init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+        if !readOnly { Self.keepPrivate(path) }
         var db: OpaquePointer?
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
             | SQLITE_OPEN_NOMUTEX
@@ -72,6 +74,22 @@ public final class SQLiteDatabase {
         sqlite3_extended_result_codes(db, 1)
         if !readOnly {
             try execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+        }
+    }
+
+    /// A database holds what only its owner may read (file content, token hashes): it is made 0600,
+    /// and an older one found looser is narrowed, its WAL and shared-memory files with it (SQLite gives
+    /// those the database file's mode). Failures are left to the open that follows.
+    private static func keepPrivate(_ path: String) {
+        guard !path.isEmpty, path != ":memory:" else { return }
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            close(fd)
+            return
+        }
+        for file in [path, path + "-wal", path + "-shm"] {
+            var info = stat()
+            if stat(file, &info) == 0, info.st_mode & 0o077 != 0 { _ = chmod(file, info.st_mode & 0o700) }
         }
     }
 

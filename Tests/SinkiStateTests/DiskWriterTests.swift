@@ -34,6 +34,38 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: downloads + "/" + name), "the other fetch's file stays for its own apply")
     }
 
+    /// A record's mode is never wider than the local umask allows (issue 24, item 13): a peer's 0777
+    /// makes no world-writable file or folder here, whichever way it is written.
+    @Test func modesFromARecordKeepToTheLocalUmask() throws {
+        let directory = TemporaryDirectory("sinki-diskwriter")
+        let downloads = directory.child("downloads"), root = directory.child("root")
+        try FileManager.default.createDirectory(atPath: downloads, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let parent = try FileDescriptor.open(root, flags: O_RDONLY | O_DIRECTORY)
+        let expected = mode_t(0o777) & ~DiskWriter.umaskBits
+        func mode(_ name: String) -> mode_t {
+            var info = Glibc.stat()
+            #expect(lstat(root + "/" + name, &info) == 0)
+            return info.st_mode & 0o7777
+        }
+        _ = try DiskWriter.writeFile(parent: parent.raw, parentPath: root, name: "new.sh", bytes: Array("x".utf8), mode: 0o4777,
+                                     modifiedAt: 1_700_000_000_000_000_000, expect: nil)
+        #expect(mode("new.sh") == expected)
+        let old = try DiskWriter.writeFile(parent: parent.raw, parentPath: root, name: "old.sh", bytes: Array("x".utf8), mode: 0o600,
+                                           modifiedAt: 1_700_000_000_000_000_000, expect: nil)
+        _ = try DiskWriter.writeFile(parent: parent.raw, parentPath: root, name: "old.sh", bytes: Array("y".utf8), mode: 0o777,
+                                     modifiedAt: 1_700_000_000_000_000_000, expect: old)
+        #expect(mode("old.sh") == expected)
+        let name = String(repeating: "cd", count: 32)
+        try Data("z".utf8).write(to: URL(fileURLWithPath: downloads + "/" + name))
+        _ = try DiskWriter.placeFile(sourceDirectory: downloads, sourceName: name, move: true, parent: parent.raw, parentPath: root,
+                                     name: "placed.bin", mode: 0o777, modifiedAt: 1_700_000_000_000_000_000, expect: nil) {}
+        #expect(mode("placed.bin") == expected)
+        var made = false
+        _ = try DiskWriter.makeDirectory(parent: parent.raw, parentPath: root, name: "folder", mode: 0o777, made: &made)
+        #expect(mode("folder") == expected)
+    }
+
     /// The fault suite's seed 5: a program appended to a file in the moment after a download put it in
     /// place. The stat recorded must be the version written, not the appended one, or the row takes the
     /// edit for the version applied and the next remote delete removes it.

@@ -152,6 +152,8 @@ public final class Cluster: @unchecked Sendable {
         let path = directory.child(name) + "/token"
         try FileManager.default.createDirectory(atPath: directory.child(name), withIntermediateDirectories: true)
         try Data((made + "\n").utf8).write(to: URL(fileURLWithPath: path))
+        // As docs/tokens.md says to keep one: an agent warns about a token file others can read.
+        chmod(path, 0o600)
         tokenFiles[name] = path
         return path
     }
