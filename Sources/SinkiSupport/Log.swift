@@ -112,10 +112,31 @@ public final class Logger: Sendable {
             let code = ["2", "0", "33", "31"][lineLevel.rawValue]
             tag = "\u{1B}[\(code)m\(tag)\u{1B}[0m"
         }
-        let text = (journal ? Self.journalPrefix(lineLevel) : "") + "\(stamp) \(tag) \(label): \(message)\n"
+        let text = (journal ? Self.journalPrefix(lineLevel) : "") + "\(stamp) \(tag) \(label): \(Self.oneLine(message))\n"
         // One write per line keeps lines whole when several threads log at once.
         var bytes = Array(text.utf8)
         _ = bytes.withUnsafeMutableBytes { write(sink, $0.baseAddress, $0.count) }
+    }
+
+    /// `message` as one line: control characters (a newline from a peer's device name, a command's
+    /// output, an escape sequence) written as `\n`, `\t` or `\u{1B}`, so nothing a peer or a file
+    /// says can forge a log line or drive a terminal.
+    static func oneLine(_ message: String) -> String {
+        guard message.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == 0xC2 || $0 == 0xE2 }) else { return message }
+        var out = ""
+        out.reserveCapacity(message.utf8.count + 8)
+        for scalar in message.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.properties.generalCategory == .control || scalar == "\u{2028}" || scalar == "\u{2029}":
+                out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            default:
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 
     public func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }

@@ -87,6 +87,32 @@ import Testing
         }
     }
 
+    /// `device` and `type` reach every other device's log and merge rules (issue 24, item 11): a
+    /// device name with a newline or over 128 bytes, and a type that is no word, are refused with the
+    /// field named; the names agents send are saved.
+    @Test func deviceAndTypeAreBoundedAndPrintable() throws {
+        let fixture = try ServerFixture()
+        var newline = fileRecord("G/newline", "x")
+        newline.device = "laptop\n2026-01-01T00:00:00Z ERROR sinkid: forged"
+        var escape = fileRecord("G/escape", "x")
+        escape.device = "laptop\u{1B}[31m"
+        var huge = fileRecord("G/huge", "x")
+        huge.device = String(repeating: "d", count: 1 << 20)
+        var pathType = fileRecord("G/path-type", "x")
+        pathType.type = "../../etc"
+        var longType = fileRecord("G/long-type", "x")
+        longType.type = String(repeating: "t", count: 65)
+        var fine = fileRecord("G/fine", "x")
+        fine.device = "Alice's laptop (café) — 2"
+        fine.type = "keep-both"
+        var json = fileRecord("G/fine.json", "{}")
+        json.type = "json"
+        let results = try fixture.modify([newline, escape, huge, pathType, longType, fine, json])
+        #expect(results.map(\.status) == [.refused, .refused, .refused, .refused, .refused, .saved, .saved])
+        #expect(results.prefix(5).map { $0.problem?.field } == ["device", "device", "device", "type", "type"])
+        #expect(try fixture.changes().records.map(\.path) == ["G/fine", "G/fine.json"])
+    }
+
     @Test func aSaveBasedOnTheCurrentTagReplacesTheRecord() throws {
         let fixture = try ServerFixture()
         let first = try #require(try fixture.modify([fileRecord("G/doc", "v1")])[0].record)

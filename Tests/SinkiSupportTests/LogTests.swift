@@ -42,4 +42,21 @@ import Testing
         setenv("JOURNAL_STREAM", "not:numbers", 1)
         #expect(!Logger.isJournal(journal))
     }
+
+    /// Nothing in a message can make a line of its own or drive a terminal (issue 24, item 11): a peer's
+    /// device name with a newline and an escape sequence is written on its one line, escaped.
+    @Test func aMessageIsAlwaysOneLine() throws {
+        let directory = TemporaryDirectory("sinki-log")
+        let path = directory.child("log")
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        let logger = Logger(label: "sinkid", fd: fd)
+        logger.warning("conflict with laptop\n2026-01-01T00:00:00Z ERROR sinkid: forged\u{1B}[31m\tend\u{2028}")
+        logger.info("café … plain")
+        let written = lines(path)
+        #expect(written.count == 2, "\(written)")
+        #expect(written.first?.hasSuffix(#"conflict with laptop\n2026-01-01T00:00:00Z ERROR sinkid: forged\u{1B}[31m\tend\u{2028}"#) == true, "\(written)")
+        #expect(written.last?.hasSuffix("café … plain") == true)
+    }
 }

@@ -40,6 +40,7 @@ struct ModifyValidator: Sendable {
         guard record.size >= 0 else {
             return .failure(Problem(.badRequest, detail: "record \(quoted(record.path)) has a negative size"))
         }
+        if let problem = Self.fieldProblem(record) { return .failure(problem) }
         if let asset = record.asset, !record.deleted {
             guard record.data == nil else {
                 return .failure(Problem(.badRequest, detail: "record \(quoted(record.path)) carries both data and an asset"))
@@ -68,6 +69,42 @@ struct ModifyValidator: Sendable {
             }
         }
         return .success(CheckedRecord(record, path: path))
+    }
+
+    /// Longest `device` name taken, in bytes.
+    static let maxDeviceBytes = 128
+    /// Longest `type` taken, in bytes.
+    static let maxTypeBytes = 64
+
+    /// `device` and `type` travel to every other device of the user, into its log lines and its merge
+    /// rules: a device name is bounded and holds no control character (a newline in it split the
+    /// receiver's log lines), a type is a short word (`keep-both`, `json`), never a path.
+    static func fieldProblem(_ record: Record) -> Problem? {
+        let device = record.device
+        if device.utf8.count > maxDeviceBytes
+            || device.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "\u{2028}" || $0 == "\u{2029}" }) {
+            var problem = Problem(.badRequest, detail: "record \(quoted(record.path)): device must be at most \(maxDeviceBytes) bytes, "
+                                  + "without control characters")
+            problem.field = "device"
+            return problem
+        }
+        let type = record.type
+        let word = type.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "+"):
+                return true
+            default:
+                return false
+            }
+        }
+        if type.utf8.count > maxTypeBytes || !word || type.hasPrefix(".") {
+            var problem = Problem(.badRequest, detail: "record \(quoted(record.path)): type must be a word of at most \(maxTypeBytes) letters, "
+                                  + "digits, '-', '_', '.' or '+', not starting with '.'")
+            problem.field = "type"
+            return problem
+        }
+        return nil
     }
 
     /// An upload asset names a finished upload of the writer with the record's size and SHA-256.
