@@ -3,7 +3,7 @@ import SinkiRecord
 /// What is checked of a request before anything else, authentication included: a length that two
 /// parsers could read two ways (request smuggling, RFC 9112 §6.1 and §6.3), a transfer coding the
 /// server does not implement, and a target that would route one way and decode another (an encoded
-/// slash or NUL, a dot segment). Each is answered 400 or 501 and its connection closed.
+/// slash or NUL in the path, a dot segment). Each is answered 400 or 501 and its connection closed.
 enum RequestHead {
     /// The problem with the method and the target as they arrived (before any decoding), if any.
     static func targetProblem(method: String, rawTarget: String) -> Problem? {
@@ -13,8 +13,10 @@ enum RequestHead {
         let bytes = Array(rawTarget.utf8)
         guard bytes.first == UInt8(ascii: "/") else { return Problem(.badTarget, detail: "the target does not start with /") }
         if bytes.contains(where: { $0 <= 0x20 || $0 == 0x7F }) { return Problem(.badTarget, detail: "the target holds a control byte") }
-        if rawTarget.range(of: "%00") != nil { return Problem(.badTarget, detail: "the target holds an encoded NUL") }
+        // Query arguments are decoded with their lengths, NULs kept: a record path holding one is refused
+        // by the path rules (`bad-path`), like any other bad path.
         let path = rawTarget.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        if path.range(of: "%00") != nil { return Problem(.badTarget, detail: "the path holds an encoded NUL") }
         let lower = path.lowercased()
         for encoded in ["%2f", "%5c", "%2e"] where lower.contains(encoded) {
             return Problem(.badTarget, detail: "the path holds an encoded \(encoded == "%2f" ? "slash" : encoded == "%5c" ? "backslash" : "dot")")
