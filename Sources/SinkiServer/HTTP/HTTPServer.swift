@@ -132,8 +132,8 @@ final class HTTPServer: Sendable {
         }
     }
 
-    /// Stops taking connections, answers every parked long-poll (waiting up to `grace` seconds for the
-    /// answers to go out), then stops libmicrohttpd, whose threads finish the requests in hand first.
+    /// Answers every parked long-poll (waiting up to `grace` seconds for the answers to go out), then
+    /// stops libmicrohttpd, which closes the listening socket and finishes the requests in hand first.
     func stop(grace: Double) {
         guard let current = running.withLock({ running -> Running? in
             defer { running = nil }
@@ -142,17 +142,15 @@ final class HTTPServer: Sendable {
             hub.shutdown()
             return
         }
-        // The worker threads take the listening socket out of their epoll sets a moment after the
-        // quiesce: closed before that, one of them aborts the process ("Failed to remove listen FD from
-        // epoll set"). A shutdown refuses new connections now; the close waits until they are gone.
-        let listenSocket = MHD_quiesce_daemon(current.daemon)
-        if listenSocket >= 0 { _ = Glibc.shutdown(listenSocket, Int32(SHUT_RDWR)) }
+        // No MHD_quiesce_daemon: with a thread pool on epoll, it takes the listening socket out of each
+        // worker's epoll set while the worker may be doing the same, and whichever loses the race aborts
+        // the process ("Failed to remove listen FD from epoll set", libmicrohttpd 0.9.75). A request that
+        // arrives during the grace is served, or cut by the stop; a long-poll is answered at once.
         hub.shutdown()
         if parkedRequests.wait(timeout: .now() + .milliseconds(Int(grace * 1000))) == .timedOut {
             logger.warning("stopping: some long-polls were not answered within \(grace) s; closing them")
         }
         MHD_stop_daemon(current.daemon)
-        if listenSocket >= 0 { close(listenSocket) }
         current.retained.release()
         current.logTarget.deinitialize(count: 1)
         current.logTarget.deallocate()
