@@ -136,7 +136,7 @@ import Testing
             var logs: [(String, String)] = [("server", restarted.errors)]
             for name in ["a", "b"] { if let agent = cluster.agent(name) { logs.append((name, agent.errors)) } }
             let lines: [String] = logs.map { label, log in
-                "-- \(label)\n" + Self.lines(of: log, from: answered - 1.5, to: answered + slowest + 0.5).suffix(40).joined(separator: "\n")
+                "-- \(label)\n" + Self.lines(of: log, from: answered - 8, to: answered + slowest + 0.5).filter { !$0.contains("DEBUG replica: observe") }.suffix(60).joined(separator: "\n")
             }
             let timeline = lines.joined(separator: "\n")
             Issue.record("\(scenario): what happened around the restart (server first answered at \(Self.stamp(answered))):\n\(timeline)")
