@@ -24,6 +24,7 @@ public actor Replica {
     let uploader: Uploader
     var store: StateStore { context.store }
     var logger: Logger { context.logger }
+    var localRound: LocalRound { LocalRound(context: context, observer: observer, scheduler: scheduler, feed: feed) }
     public nonisolated let roots: [RootSpec]
     /// The tus endpoint large files are uploaded to.
     var uploadEndpoint = ""
