@@ -91,10 +91,12 @@ extension Agent {
         var head: String?
         var historyFloor: Int64 = 0
         let applied = FeedToken.tag(of: try await replica.feedToken(server: feedKey))
-        for (index, root) in configuration.roots.enumerated() where control.safetyStops[RootID(index)] == nil {
+        for (index, root) in configuration.roots.enumerated() {
+            let id = RootID(index)
+            guard control.safetyStops[id] == nil else { continue }
             // Local truth first: what the disk holds now is in the database before it is compared.
-            let scan = try await replica.reconcile(LocalPath(RootID(index), ""), progress: pushProgress)
-            note(scan, root: RootID(index))
+            let scan = try await replica.reconcile(LocalPath(id, ""), progress: pushProgress)
+            note(scan, root: id)
             var after = ""
             while true {
                 let page = try await client.list(prefix: root.name, after: after.isEmpty ? nil : after, limit: VerifyState.page)
@@ -106,7 +108,7 @@ extension Agent {
                 let last = page.more ? page.records.last?.path : nil
                 // After the server forgot our position, everything up to the listing is ours to bring in.
                 let readThrough = storeReplaced ? .max : adoptHead ? listedAt : min(listedAt, applied ?? .max)
-                let mismatched = try await replica.compare(root: index, server: page.records, after: after, through: last,
+                let mismatched = try await replica.compare(root: id, server: page.records, after: after, through: last,
                                                            floor: page.floor ?? 0, readThrough: readThrough)
                 differing += mismatched.map(\.path)
                 guard let last else { break }

@@ -11,6 +11,14 @@ public struct RootID: Hashable, Sendable, Comparable, CustomStringConvertible {
     public var description: String { "root #\(index)" }
 }
 
+extension Array {
+    /// The entry of a list kept per root, in the order of the configured roots.
+    public subscript(_ root: RootID) -> Element {
+        get { self[root.index] }
+        set { self[root.index] = newValue }
+    }
+}
+
 /// A path inside one synced root: the root and the `/`-separated path below it (empty: the root itself).
 /// Equal and hashed by bytes: the disk keeps canonically equivalent names (NFC, NFD) apart, where
 /// Swift's `String` would take them for one.

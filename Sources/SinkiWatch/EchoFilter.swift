@@ -12,8 +12,7 @@ public final class EchoFilter: Sendable {
     public typealias Kind = WriteEcho
 
     private struct Key: Hashable {
-        var root: Int
-        var relative: String
+        var path: LocalPath
         var kind: Kind
     }
 
@@ -23,10 +22,10 @@ public final class EchoFilter: Sendable {
 
     public init() {}
 
-    public func expect(root: Int, relative: String, _ kind: Kind) {
+    public func expect(_ path: LocalPath, _ kind: Kind) {
         let now = Clock.monotonic()
         pending.withLock { table in
-            let key = Key(root: root, relative: relative, kind: kind)
+            let key = Key(path: path, kind: kind)
             let count = table[key]?.count ?? 0
             table[key] = (count + 1, now)
             if table.count > 100_000 { table = table.filter { now - $0.value.since < Self.lifetime } }
@@ -34,31 +33,31 @@ public final class EchoFilter: Sendable {
     }
 
     /// Withdraws an expectation whose write did not happen.
-    public func cancel(root: Int, relative: String, _ kind: Kind) {
+    public func cancel(_ path: LocalPath, _ kind: Kind) {
         pending.withLock { table in
-            let key = Key(root: root, relative: relative, kind: kind)
+            let key = Key(path: path, kind: kind)
             guard let entry = table[key] else { return }
             if entry.count > 1 { table[key] = (entry.count - 1, entry.since) } else { table[key] = nil }
         }
     }
 
     /// Whether `event` is the echo of an expected write; consumes the expectation if so.
-    public func consume(_ event: InotifyEvent) -> Bool {
+    public func consume(_ event: InotifyEvent, at path: LocalPath) -> Bool {
         let kind: Kind
         if event.has(IN_MOVED_FROM) {
             kind = .movedAway
         } else if event.isDirectory {
             if event.has(IN_CREATE) || event.has(IN_MOVED_TO) { kind = .directoryMade } else if event.has(IN_DELETE) { kind = .directoryGone } else { return false }
-        } else if Self.isAnonymousName(Substring(SafeRoot.name(of: event.relative))) && (event.has(IN_MODIFY) || event.has(IN_CLOSE_WRITE)) {
+        } else if Self.isAnonymousName(Substring(path.name)) && (event.has(IN_MODIFY) || event.has(IN_CLOSE_WRITE)) {
             // Every write to the anonymous file reports; the expectation goes with its close.
             kind = .anonymous
             if !event.has(IN_CLOSE_WRITE) {
-                return pending.withLock { $0[Key(root: event.root, relative: event.relative, kind: kind)] != nil }
+                return pending.withLock { $0[Key(path: path, kind: kind)] != nil }
             }
         } else {
             if event.has(IN_MOVED_TO) || event.has(IN_CREATE) { kind = .fileIn } else if event.has(IN_DELETE) { kind = .fileGone } else { return false }
         }
-        let key = Key(root: event.root, relative: event.relative, kind: kind)
+        let key = Key(path: path, kind: kind)
         let now = Clock.monotonic()
         return pending.withLock { table in
             guard let entry = table[key] else { return false }

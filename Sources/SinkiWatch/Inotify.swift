@@ -4,16 +4,19 @@ import Synchronization
 
 /// One raw inotify event, with its watch translated to the root and directory it stands for.
 public struct InotifyEvent: Sendable, Equatable {
-    /// Index of the root in the watcher's list; -1 for queue-wide events (overflow).
-    public var root: Int
-    /// The entry's path below the root (`""` for an event about the watched directory itself).
-    public var relative: String
+    /// The entry the event is about (the watched directory itself when its relative path is the
+    /// directory's); nil for an event about the whole queue (an overflow).
+    public var path: LocalPath?
     public var mask: UInt32
     public var cookie: UInt32
 
+    public init(_ path: LocalPath?, mask: UInt32, cookie: UInt32 = 0) {
+        self.path = path
+        self.mask = mask
+        self.cookie = cookie
+    }
+
     public var isDirectory: Bool { mask & UInt32(IN_ISDIR) != 0 }
-    /// The entry as a path inside its root (for an event of a root; not of the queue).
-    public var path: LocalPath { LocalPath(RootID(root), relative) }
     public func has(_ flag: Int32) -> Bool { mask & UInt32(bitPattern: flag) != 0 }
 }
 
@@ -30,14 +33,11 @@ public final class Inotify: Sendable {
     public static let mask: UInt32 = UInt32(IN_CREATE | IN_DELETE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO
         | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR) | UInt32(IN_EXCL_UNLINK)
 
+    /// Keyed by `LocalPath`, which compares names by their bytes: two folders whose names differ
+    /// only in Unicode normalization are two watches.
     struct WatchTable {
-        var byDescriptor: [Int32: (root: Int, relative: String)] = [:]
-        var byPath: [WatchKey: Int32] = [:]
-    }
-
-    struct WatchKey: Hashable {
-        var root: Int
-        var relative: String
+        var byDescriptor: [Int32: LocalPath] = [:]
+        var byPath: [LocalPath: Int32] = [:]
     }
 
     public init() throws(SystemError) {
@@ -46,49 +46,50 @@ public final class Inotify: Sendable {
 
     deinit { close(fd) }
 
-    /// Watches the open directory `directory`, known as `relative` below root number `root`.
-    /// Going through `/proc/self/fd` watches exactly the directory that was opened, even if the
-    /// path is swapped for a symlink meanwhile.
-    public func watch(_ directory: FileDescriptor, root: Int, relative: String) throws(SystemError) {
+    /// Watches the open directory `directory`, known as `path`. Going through `/proc/self/fd`
+    /// watches exactly the directory that was opened, even if the path is swapped for a symlink
+    /// meanwhile.
+    public func watch(_ directory: FileDescriptor, _ path: LocalPath) throws(SystemError) {
         let wd = try syscall("inotify_add_watch", path: directory.path) {
             inotify_add_watch(fd, "/proc/self/fd/\(directory.raw)", Inotify.mask)
         }
         table.withLock { table in
-            if let old = table.byDescriptor[wd], old.root != root || old.relative != relative {
-                table.byPath[WatchKey(root: old.root, relative: old.relative)] = nil
-            }
-            table.byDescriptor[wd] = (root, relative)
-            table.byPath[WatchKey(root: root, relative: relative)] = wd
+            if let old = table.byDescriptor[wd], old != path { table.byPath[old] = nil }
+            table.byDescriptor[wd] = path
+            table.byPath[path] = wd
         }
     }
 
     /// Whether a directory is currently watched.
-    public func isWatched(root: Int, relative: String) -> Bool {
-        table.withLock { $0.byPath[WatchKey(root: root, relative: relative)] != nil }
+    public func isWatched(_ path: LocalPath) -> Bool {
+        table.withLock { $0.byPath[path] != nil }
     }
 
     public var watchCount: Int { table.withLock { $0.byDescriptor.count } }
 
     /// A directory moved inside a root: its watches (and those below it) now stand for the new path.
-    public func renameWatches(root: Int, from old: String, to new: String) {
+    /// (Into another root, the watches go: their events would be reported under the old root.)
+    public func renameWatches(from old: LocalPath, to new: LocalPath) {
+        if old.root != new.root { return unwatch(under: old) }
         table.withLock { table in
-            for (wd, entry) in table.byDescriptor where entry.root == root && PathText.isWithin(entry.relative, old) {
-                let moved = new + entry.relative.dropFirst(old.count)
-                table.byPath[WatchKey(root: root, relative: entry.relative)] = nil
-                table.byDescriptor[wd] = (root, moved)
-                table.byPath[WatchKey(root: root, relative: moved)] = wd
+            for (wd, entry) in table.byDescriptor where entry.root == old.root && PathText.isWithin(entry.relative, old.relative) {
+                let moved = LocalPath(new.root, new.relative + entry.relative.dropFirst(old.relative.count))
+                table.byPath[entry] = nil
+                table.byDescriptor[wd] = moved
+                table.byPath[moved] = wd
             }
         }
     }
 
     /// Stops watching a directory and everything below it (it left the root).
-    public func unwatch(root: Int, under relative: String) {
+    public func unwatch(under path: LocalPath) {
         let removed: [Int32] = table.withLock { table in
             var removed: [Int32] = []
-            for (wd, entry) in table.byDescriptor where entry.root == root && (relative.isEmpty || PathText.isWithin(entry.relative, relative)) {
+            for (wd, entry) in table.byDescriptor
+            where entry.root == path.root && (path.relative.isEmpty || PathText.isWithin(entry.relative, path.relative)) {
                 removed.append(wd)
                 table.byDescriptor[wd] = nil
-                table.byPath[WatchKey(root: root, relative: entry.relative)] = nil
+                table.byPath[entry] = nil
             }
             return removed
         }
@@ -112,24 +113,18 @@ public final class Inotify: Sendable {
                     let namePointer = (buffer + offset + MemoryLayout<inotify_event>.size).assumingMemoryBound(to: CChar.self)
                     offset += MemoryLayout<inotify_event>.size + nameLength
                     if header.mask & UInt32(IN_Q_OVERFLOW) != 0 {
-                        events.append(InotifyEvent(root: -1, relative: "", mask: header.mask, cookie: 0))
+                        events.append(InotifyEvent(nil, mask: header.mask))
                         continue
                     }
                     guard let entry = table.byDescriptor[header.wd] else { continue }
                     if header.mask & UInt32(IN_IGNORED) != 0 {
                         table.byDescriptor[header.wd] = nil
-                        if table.byPath[WatchKey(root: entry.root, relative: entry.relative)] == header.wd {
-                            table.byPath[WatchKey(root: entry.root, relative: entry.relative)] = nil
-                        }
-                        events.append(InotifyEvent(root: entry.root, relative: entry.relative, mask: header.mask, cookie: 0))
+                        if table.byPath[entry] == header.wd { table.byPath[entry] = nil }
+                        events.append(InotifyEvent(entry, mask: header.mask))
                         continue
                     }
-                    var relative = entry.relative
-                    if nameLength > 0 {
-                        let name = String(cString: namePointer)
-                        relative = relative.isEmpty ? name : relative + "/" + name
-                    }
-                    events.append(InotifyEvent(root: entry.root, relative: relative, mask: header.mask, cookie: header.cookie))
+                    let path = nameLength > 0 ? entry.appending(String(cString: namePointer)) : entry
+                    events.append(InotifyEvent(path, mask: header.mask, cookie: header.cookie))
                 }
             }
         }

@@ -14,19 +14,19 @@ public struct InotifyLink: WatchLink {
     public func note(_ note: WatchNote) throws(SystemError) -> Bool {
         switch note {
         case let .watch(directory, path):
-            try inotify.watch(directory, root: path.root.index, relative: path.relative)
+            try inotify.watch(directory, path)
             return true
         case let .moved(from, to):
-            inotify.renameWatches(root: from.root.index, from: from.relative, to: to.relative)
-            return inotify.isWatched(root: to.root.index, relative: to.relative)
+            inotify.renameWatches(from: from, to: to)
+            return inotify.isWatched(to)
         case let .expect(path, echo):
-            echoes.expect(root: path.root.index, relative: path.relative, echo)
+            echoes.expect(path, echo)
             return true
         case let .cancel(path, echo):
-            echoes.cancel(root: path.root.index, relative: path.relative, echo)
+            echoes.cancel(path, echo)
             return true
         case let .isWatched(path):
-            return inotify.isWatched(root: path.root.index, relative: path.relative)
+            return inotify.isWatched(path)
         }
     }
 }

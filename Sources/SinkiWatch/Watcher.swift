@@ -63,87 +63,87 @@ public final class Watcher {
 
     /// Folds events into the pending batch (tests feed it events directly).
     func absorb(_ events: [InotifyEvent]) {
-        var movedFrom: [UInt32: InotifyEvent] = [:]
+        var movedFrom: [UInt32: (event: InotifyEvent, path: LocalPath)] = [:]
         let now = Clock.monotonic()
         let quietDeadline = now + Int64(delayMilliseconds) * 1_000_000
         let graceDeadline = now + Int64(max(graceMilliseconds, delayMilliseconds)) * 1_000_000
         for event in events {
-            if event.root < 0 {
+            guard let path = event.path else {
                 logger.warning("inotify queue overflowed (fs.inotify.max_queued_events); rescanning every root")
                 batch.overflow = true
                 continue
             }
-            if event.relative.isEmpty {
+            if path.relative.isEmpty {
                 // The root directory itself went away, moved, or its file system was unmounted.
                 if event.has(IN_DELETE_SELF) || event.has(IN_MOVE_SELF) || event.has(IN_UNMOUNT) || event.has(IN_IGNORED) {
-                    batch.rootsGone.insert(RootID(event.root))
+                    batch.rootsGone.insert(path.root)
                 }
                 continue
             }
             // Self events of subdirectories repeat what the parent's watch already said.
             if event.has(IN_DELETE_SELF) || event.has(IN_MOVE_SELF) || event.has(IN_IGNORED) { continue }
             if event.has(IN_UNMOUNT) {
-                ready(event.path, recursive: true)
+                ready(path, recursive: true)
                 continue
             }
-            let name = Substring(SafeRoot.name(of: event.relative))
+            let name = Substring(path.name)
             if TempNames.isTemporary(name) { continue }
-            if let echoes, echoes.consume(event) {
+            if let echoes, echoes.consume(event, at: path) {
                 // A folder the agent made itself is looked at once anyway (cheap: its row and its watch
                 // are in place), so that an expectation gone stale can never hide a folder someone else
                 // made, and with it everything written in it before it is watched.
-                if event.isDirectory && (event.has(IN_CREATE) || event.has(IN_MOVED_TO)) { ready(event.path, recursive: false) }
+                if event.isDirectory && (event.has(IN_CREATE) || event.has(IN_MOVED_TO)) { ready(path, recursive: false) }
                 continue
             }
             let temporary = TemporaryNames.looksTemporary(name)
             if event.has(IN_MOVED_FROM) {
-                movedFrom[event.cookie] = event
+                movedFrom[event.cookie] = (event, path)
                 continue
             }
             if event.has(IN_MOVED_TO) {
                 let from = movedFrom.removeValue(forKey: event.cookie)
-                let fromTemporary = from.map { TemporaryNames.looksTemporary(Substring(SafeRoot.name(of: $0.relative))) } ?? false
-                if let from, from.root == event.root, event.isDirectory {
-                    inotify.renameWatches(root: event.root, from: from.relative, to: event.relative)
-                } else if let from, from.isDirectory {
-                    inotify.unwatch(root: from.root, under: from.relative)
+                let fromTemporary = from.map { TemporaryNames.looksTemporary(Substring($0.path.name)) } ?? false
+                if let from, from.path.root == path.root, event.isDirectory {
+                    inotify.renameWatches(from: from.path, to: path)
+                } else if let from, from.event.isDirectory {
+                    inotify.unwatch(under: from.path)
                 }
                 if let from, temporary && !fromTemporary {
                     // A real file renamed to a backup-looking name: the editor writes it anew.
                     hold(from.path, until: graceDeadline)
-                    hold(event.path, until: graceDeadline)
+                    hold(path, until: graceDeadline)
                     continue
                 }
-                if let from, from.root == event.root, !fromTemporary, !temporary {
+                if let from, from.path.root == path.root, !fromTemporary, !temporary {
                     // The replica moves the rows and then looks at both ends itself.
-                    batch.moves.append(WatchBatch.Move(from: from.path, to: event.path, isDirectory: event.isDirectory))
+                    batch.moves.append(WatchBatch.Move(from: from.path, to: path, isDirectory: event.isDirectory))
                     continue
                 } else if let from {
                     fromTemporary ? hold(from.path, until: graceDeadline) : ready(from.path, recursive: false)
                 }
-                if temporary { hold(event.path, until: graceDeadline) } else { ready(event.path, recursive: event.isDirectory) }
+                if temporary { hold(path, until: graceDeadline) } else { ready(path, recursive: event.isDirectory) }
                 continue
             }
             if event.isDirectory {
-                ready(event.path, recursive: event.has(IN_CREATE))
+                ready(path, recursive: event.has(IN_CREATE))
                 continue
             }
             if temporary {
-                hold(event.path, until: graceDeadline)
+                hold(path, until: graceDeadline)
             } else if event.has(IN_CLOSE_WRITE) || event.has(IN_DELETE) || event.has(IN_ATTRIB) {
-                ready(event.path, recursive: false)
+                ready(path, recursive: false)
             } else if event.has(IN_CREATE) || event.has(IN_MODIFY) {
-                hold(event.path, until: quietDeadline)
+                hold(path, until: quietDeadline)
             }
         }
         // Renamed away with no partner in this read: moved out of the roots (or into a place not
         // watched). A directory's watches would report on a foreign tree.
-        for event in movedFrom.values {
-            if event.isDirectory { inotify.unwatch(root: event.root, under: event.relative) }
-            if TemporaryNames.looksTemporary(event.relative.split(separator: "/").last ?? "") {
-                hold(event.path, until: graceDeadline)
+        for (event, path) in movedFrom.values {
+            if event.isDirectory { inotify.unwatch(under: path) }
+            if TemporaryNames.looksTemporary(Substring(path.name)) {
+                hold(path, until: graceDeadline)
             } else {
-                ready(event.path, recursive: false)
+                ready(path, recursive: false)
             }
         }
     }

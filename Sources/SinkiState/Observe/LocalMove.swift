@@ -7,21 +7,20 @@ extension LocalObserver {
     /// finds each new path's content at a path gone from disk and sends it as a rename (the server
     /// copies what it holds), and the old paths' deletes. What is there afterwards is verified by stat
     /// (a walk for a folder).
-    func move(root: Int, from: String, to: String, isDirectory: Bool, progress: (@Sendable (Int) -> Void)?,
+    func move(from: LocalPath, to: LocalPath, isDirectory: Bool, progress: (@Sendable (Int) -> Void)?,
               isolation: isolated (any Actor) = #isolation) async throws -> ObserveReport {
-        let rootID = RootID(root)
-        let fromPath = context.recordPath(root: root, relative: from)
-        let toPath = context.recordPath(root: root, relative: to)
-        let destination = context.entry(LocalPath(rootID, to))
+        let fromPath = context.recordPath(from)
+        let toPath = context.recordPath(to)
+        let destination = context.entry(to)
         let moved = try store.rows(under: fromPath).filter { $0.local != nil }
         // Something is at the source again already (written after the rename): not a plain move.
-        let sourceBack = context.entry(LocalPath(rootID, from)) != nil
+        let sourceBack = context.entry(from) != nil
         guard let destination, !moved.isEmpty, !sourceBack, (try? RecordPath(validating: toPath)) != nil,
-              !context.isIgnored(root: root, relative: to, isDirectory: isDirectory) else {
+              from.root == to.root, !context.isIgnored(to, isDirectory: isDirectory) else {
             // Nothing known to move, or it left for an ignored or invalid name: look at both ends.
-            var report = try await check(root: root, paths: [from], progress: progress)
-            report.add(isDirectory ? try await reconcile(root: root, under: to, progress: progress)
-                       : try await check(root: root, paths: [to], progress: progress))
+            var report = try await check(root: from.root, paths: [from.relative], progress: progress)
+            report.add(isDirectory ? try await reconcile(under: to, progress: progress)
+                       : try await check(root: to.root, paths: [to.relative], progress: progress))
             return report
         }
         var report = ObserveReport()
@@ -44,8 +43,8 @@ extension LocalObserver {
         }
         if report.queued > 0 { progress?(report.queued) }
         logger.debug("moved \(moved.count) path(s) from \(quoted(fromPath)) to \(quoted(toPath)) without reading them")
-        let verify = isDirectory ? try await reconcile(root: root, under: to, progress: progress)
-            : try await check(root: root, paths: [to], progress: progress)
+        let verify = isDirectory ? try await reconcile(under: to, progress: progress)
+            : try await check(root: to.root, paths: [to.relative], progress: progress)
         report.queued += verify.queued
         report.hashed += verify.hashed
         report.seen = moved.count + verify.seen

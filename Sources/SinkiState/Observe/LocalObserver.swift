@@ -55,7 +55,7 @@ final class LocalObserver {
     /// Local names that cannot be record paths (invalid UTF-8, a backslash), and special files.
     var skipped: Set<String> = []
     /// Per root, the entries its last whole walk left out by ignore rules.
-    var ignoredCounts: [Int: Int] = [:]
+    var ignoredCounts: [RootID: Int] = [:]
     /// Directories per root left without a watch (the limit was reached): walked periodically.
     var unwatchedDirectories: [Set<String>]
     /// Large files that just vanished: a new one with the same inode, size and mtime is that file renamed.
@@ -63,14 +63,14 @@ final class LocalObserver {
     /// Small files' content read while hashing, for the push that follows (read once).
     var pushCache = PushCache()
     /// Roots the user confirmed may be empty: their next walk records what is gone.
-    var confirmedEmpty: Set<Int> = []
+    var confirmedEmpty: Set<RootID> = []
     /// Roots whose first whole walk since the start has not run yet: it removes leftover temporaries.
-    var cleanTemporaries: Set<Int>
+    var cleanTemporaries: Set<RootID>
 
     init(context: ReplicaContext) {
         self.context = context
         unwatchedDirectories = context.roots.map { _ in [] }
-        cleanTemporaries = Set(context.roots.indices)
+        cleanTemporaries = Set(context.roots.indices.map(RootID.init))
     }
 
     /// Observations recorded per transaction during a walk.
@@ -81,12 +81,13 @@ final class LocalObserver {
     /// How long a new file with a temporary-looking name waits before a walk records it.
     static let temporaryGrace: Int64 = 600_000_000
 
-    /// Walks `relative` below `root` (everything when empty), watching each directory before listing
-    /// it, and brings the Local tree in line with what is there. Only files whose size, mtime, inode or
+    /// Walks `path` (the whole root when it is the root), watching each directory before listing it,
+    /// and brings the Local tree in line with what is there. Only files whose size, mtime, inode or
     /// mode changed are read.
-    func reconcile(root: Int, under relative: String, progress: (@Sendable (Int) -> Void)?,
+    func reconcile(under path: LocalPath, progress: (@Sendable (Int) -> Void)?,
                    isolation: isolated (any Actor) = #isolation) async throws -> ObserveReport {
-        if !relative.isEmpty && context.isIgnored(root: root, relative: relative, isDirectory: true) {
+        let root = path.root, relative = path.relative
+        if !relative.isEmpty && context.isIgnored(path, isDirectory: true) {
             return try await check(root: root, paths: [relative], progress: progress)
         }
         var report = ObserveReport()
@@ -95,7 +96,7 @@ final class LocalObserver {
         let link = context.watch, logger = self.logger, rules = context.ignores[root], safeRoot = context.safeRoots[root]
         // The walk (system calls) runs on another thread while this one reads the tree's entries.
         async let walking = Blocking.run {
-            try Walk.tree(safeRoot, root: root, relative: relative, watching: link, rules: rules, logger: logger)
+            try Walk.tree(safeRoot, at: path, watching: link, rules: rules, logger: logger)
         }
         let writesBefore = store.treeWrites
         let dropping = rootName.utf8.count + 1
@@ -109,8 +110,8 @@ final class LocalObserver {
         }
         for line in walk.errors { logger.warning(line) }
         if relative.isEmpty, cleanTemporaries.remove(root) != nil { Walk.removeLeftovers(walk.temporaries, in: context.safeRoots[root], logger: logger) }
-        for name in walk.invalidNames { noteSkipped(root: root, relative: name, why: "its name is not valid UTF-8") }
-        for name in walk.special { noteSkipped(root: root, relative: name, why: "it is a fifo, socket or device") }
+        for name in walk.invalidNames { noteSkipped(LocalPath(root, name), why: "its name is not valid UTF-8") }
+        for name in walk.special { noteSkipped(LocalPath(root, name), why: "it is a fifo, socket or device") }
         logger.debug("walk \(walk.entries.count) entries")
         if relative.isEmpty { ignoredCounts[root] = walk.ignored }
         if relative.isEmpty, !known.isEmpty, !confirmedEmpty.contains(root) {
@@ -140,12 +141,12 @@ final class LocalObserver {
             if facts == nil, entry.stat.kind != .directory, now - entry.stat.ctime < Self.temporaryGrace,
                TemporaryNames.looksTemporary(entry.relative.split(separator: "/").last ?? "") {
                 // Just made, under a name that looks temporary: looked at again once its grace is over.
-                deferred.append(LocalPath(RootID(root), entry.relative))
+                deferred.append(LocalPath(root, entry.relative))
                 continue
             }
             // A known entry's path was validated when it was recorded; only a new one is checked.
             if facts == nil, (try? RecordPath(validating: rootName + "/" + entry.relative)) == nil {
-                noteSkipped(root: root, relative: entry.relative, why: "its name cannot be a record path")
+                noteSkipped(LocalPath(root, entry.relative), why: "its name cannot be a record path")
                 continue
             }
             differing.append(index)
@@ -158,14 +159,14 @@ final class LocalObserver {
         if !relative.isEmpty, let stat = try context.safeRoots[root].stat(relative) {
             // The walked directory itself is an entry too (it is not in the walk's list).
             known.removeValue(forKey: relative)
-            top.append(try observation(LocalPath(RootID(root), relative), stat: stat))
+            top.append(try observation(path, stat: stat))
         }
         for (relativePath, facts) in known {
-            if context.isIgnored(root: root, relative: relativePath, isDirectory: facts.kind == .directory) {
+            if context.isIgnored(LocalPath(root, relativePath), isDirectory: facts.kind == .directory) {
                 ignoredNow.append(rootName + "/" + relativePath)
                 continue
             }
-            gone.append(try observation(LocalPath(RootID(root), relativePath), stat: nil))
+            gone.append(try observation(LocalPath(root, relativePath), stat: nil))
         }
         known = [:]
         if !ignoredNow.isEmpty { try store.transaction { for path in ignoredNow { try store.setIgnored(path, true) } } }
@@ -189,7 +190,7 @@ final class LocalObserver {
             first = false
             for index in differing[start..<end] {
                 let entry = entries[index]
-                part.append(try observation(LocalPath(RootID(root), entry.relative), stat: entry.stat))
+                part.append(try observation(LocalPath(root, entry.relative), stat: entry.stat))
             }
             try await absorbChunk(part, into: &report, progress: progress)
             start = end
@@ -221,14 +222,13 @@ final class LocalObserver {
     }
 
     /// Looks again at specific paths (from the watcher). A directory that is new here is walked.
-    func check(root: Int, paths: [String], progress: (@Sendable (Int) -> Void)?,
+    func check(root: RootID, paths: [String], progress: (@Sendable (Int) -> Void)?,
                isolation: isolated (any Actor) = #isolation) async throws -> ObserveReport {
         var observations: [Observation] = []
         var walks: [String] = []
-        let rootID = RootID(root)
         for relative in Set(paths) {
             if relative.isEmpty { walks.append(""); continue }
-            let here = LocalPath(rootID, relative)
+            let here = LocalPath(root, relative)
             let path = context.recordPath(here)
             if (try? RecordPath(validating: path)) == nil { continue }
             if context.isIgnored(here) {
@@ -249,11 +249,11 @@ final class LocalObserver {
             let known = row?.local
             if let stat {
                 if stat.kind == .special {
-                    noteSkipped(root: root, relative: relative, why: "it is a fifo, socket or device")
+                    noteSkipped(here, why: "it is a fifo, socket or device")
                     if known != nil { observations.append(Observation(path: here, recordPath: path, stat: nil, row: row)) }
                     continue
                 }
-                if stat.kind == .directory && (known?.kind != .directory || !(context.watch?.isWatched(LocalPath(RootID(root), relative)) ?? true)) {
+                if stat.kind == .directory && (known?.kind != .directory || !(context.watch?.isWatched(here) ?? true)) {
                     walks.append(relative)
                     continue
                 }
@@ -291,7 +291,7 @@ final class LocalObserver {
             try deleteFollowsRename(observation.recordPath)
         }
         for relative in walks {
-            report.add(try await reconcile(root: root, under: relative, progress: progress))
+            report.add(try await reconcile(under: LocalPath(root, relative), progress: progress))
         }
         return report
     }
@@ -306,20 +306,16 @@ final class LocalObserver {
         }
     }
 
-    func noteSkipped(root: Int, relative: String, why: String) {
-        let key = context.recordPath(root: root, relative: relative)
-        if skipped.insert(key).inserted {
-            logger.warning("skipping \(quoted(context.roots[root].path + "/" + relative)): \(why)")
+    func noteSkipped(_ path: LocalPath, why: String) {
+        if skipped.insert(context.recordPath(path)).inserted {
+            logger.warning("skipping \(quoted(context.diskPath(path))): \(why)")
         }
     }
 
     /// Whether the root holds nothing that is synced (ignored names and our temporaries aside).
-    func rootLooksEmpty(_ root: Int) -> Bool {
+    func rootLooksEmpty(_ root: RootID) -> Bool {
         guard let listing = try? context.safeRoots[root].descriptor().listDirectory() else { return true }
-        return !listing.names.contains { name in
-            !TempNames.isTemporary(name) && !context.isIgnored(root: root, relative: name, isDirectory: false)
-                && !context.isIgnored(root: root, relative: name, isDirectory: true)
-        }
+        return !listing.names.contains { name in !TempNames.isTemporary(name) && !context.isIgnored(LocalPath(root, name)) }
     }
 
     /// Takes in the disk at `path` now if the Local tree does not describe it (a change the watcher has

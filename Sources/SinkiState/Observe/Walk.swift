@@ -12,15 +12,15 @@ struct WalkOutcome: Sendable {
 
 /// Walking a root off the replica's queue, and the few looks at a root as a whole.
 enum Walk {
-    /// Walks `relative` below a root, placing a watch on each directory before it is listed, its
-    /// subtrees on several threads.
-    static func tree(_ safeRoot: SafeRoot, root: Int, relative: String, watching link: (any WatchLink)?, rules: IgnoreRules,
+    /// Walks `path` (its root's `safeRoot`), placing a watch on each directory before it is listed,
+    /// its subtrees on several threads.
+    static func tree(_ safeRoot: SafeRoot, at path: LocalPath, watching link: (any WatchLink)?, rules: IgnoreRules,
                      logger: Logger) throws(SystemError) -> WalkOutcome {
         let unwatched = UnwatchedList()
         let watch: @Sendable (FileDescriptor, String) -> Void = { directory, rel in
             guard let link else { return }
             do throws(SystemError) {
-                try link.watch(directory, LocalPath(RootID(root), rel))
+                try link.watch(directory, LocalPath(path.root, rel))
             } catch where error.errno == ENOSPC {
                 unwatched.append(rel)
             } catch {
@@ -31,7 +31,7 @@ enum Walk {
         if !rules.isEmpty { ignored = { @Sendable rel, isDirectory in rules.isIgnored(rel, isDirectory: isDirectory) } }
         let walker = TreeWalker(beforeListing: watch, isIgnored: ignored)
         do {
-            let report = try walker.walk(root: try safeRoot.descriptor(), relative: relative)
+            let report = try walker.walk(root: try safeRoot.descriptor(), relative: path.relative)
             let missed = unwatched.paths
             return WalkOutcome(report: report, watchLimitHit: !missed.isEmpty, unwatched: missed)
         } catch {

@@ -26,7 +26,7 @@ extension Replica {
     /// A page of a full comparison: the server's records of root `root` after `after` through `last`
     /// (nil: to the root's end), in bytewise order, against the Remote entries of the same range. Only
     /// versions up to `readThrough` are compared (newer ones are on their way through the feed).
-    public func compare(root: Int, server records: [Record], after: String, through last: String?, floor: Int64,
+    public func compare(root: RootID, server records: [Record], after: String, through last: String?, floor: Int64,
                         readThrough: Int64) throws -> [RemoteMismatch] {
         let name = roots[root].name
         let here = try store.rows(root: name, after: after, through: last).compactMap { row in row.remote.map { (row.path, $0) } }

@@ -46,17 +46,17 @@ public actor Replica {
 
     /// Walks `path` (a folder, or the root) and takes what differs into Local.
     public func reconcile(_ path: LocalPath, progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
-        try await observer.reconcile(root: path.root.index, under: path.relative, progress: progress)
+        try await observer.reconcile(under: path, progress: progress)
     }
 
     /// Looks at each of `paths` (below `root`) alone.
     public func check(root: RootID, paths: [String], progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
-        try await observer.check(root: root.index, paths: paths, progress: progress)
+        try await observer.check(root: root, paths: paths, progress: progress)
     }
 
     /// A rename the watcher paired: the rows move along, without reading the files again.
     public func move(from: LocalPath, to: LocalPath, isDirectory: Bool, progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
-        try await observer.move(root: from.root.index, from: from.relative, to: to.relative, isDirectory: isDirectory, progress: progress)
+        try await observer.move(from: from, to: to, isDirectory: isDirectory, progress: progress)
     }
 
     /// Paths that changed while being read since the last call.
@@ -74,8 +74,9 @@ public actor Replica {
     /// Directories left unwatched by the limit, to walk again (each walk retries their watch).
     public func takeUnwatched() -> [LocalPath] {
         var out: [LocalPath] = []
-        for (root, paths) in observer.unwatchedDirectories.enumerated() {
-            out += paths.map { LocalPath(RootID(root), $0) }
+        for index in observer.unwatchedDirectories.indices {
+            let root = RootID(index)
+            out += observer.unwatchedDirectories[root].map { LocalPath(root, $0) }
             observer.unwatchedDirectories[root].removeAll()
         }
         return out
@@ -84,15 +85,15 @@ public actor Replica {
     /// Roots to walk again because their ignore rules changed.
     public func takeRescans() -> Set<RootID> {
         defer { context.rescanNeeded.removeAll() }
-        return Set(context.rescanNeeded.map(RootID.init))
+        return context.rescanNeeded
     }
 
     public var unwatchedCount: Int { observer.unwatchedDirectories.reduce(0) { $0 + $1.count } }
 
     /// Opens a root again (after it was removed and made again, or remounted).
     public func reopen(root: RootID) throws {
-        context.safeRoots[root.index] = try SafeRoot(path: roots[root.index].path)
-        context.reloadIgnores(root: root.index)
+        context.safeRoots[root] = try SafeRoot(path: roots[root].path)
+        context.reloadIgnores(root)
     }
 
     /// The user confirmed (`sinkid resume`) that a stopped root is meant to be as it is: reopen it and
@@ -107,7 +108,7 @@ public actor Replica {
             }
         }
         try reopen(root: root)
-        observer.confirmedEmpty.insert(root.index)
+        observer.confirmedEmpty.insert(root)
     }
 
     /// Sets how long a vanished large file stays a rename candidate.

@@ -41,7 +41,7 @@ final class ReplicaContext {
     /// Where `ask` keeps both versions of a conflict aside (`STATE/conflicts`); nil until `openMergeState`.
     var conflictsDirectory: String?
     /// Roots whose ignore rules changed: walked again so that paths no longer ignored are found.
-    var rescanNeeded: Set<Int> = []
+    var rescanNeeded: Set<RootID> = []
     /// Renames the watcher saw as such (a cookie pair), new path to old: an observation the scheduler
     /// takes as the rename's source before looking for one by content.
     var moveHints: [String: String] = [:] {
@@ -88,7 +88,6 @@ final class ReplicaContext {
     }
 
     func recordPath(_ path: LocalPath) -> String { roots[path.root.index].name + "/" + path.relative }
-    func recordPath(root: Int, relative: String) -> String { roots[root].name + "/" + relative }
     func diskPath(_ path: LocalPath) -> String { roots[path.root.index].path + "/" + path.relative }
 
     /// The directory where checked downloads wait (`STATE/downloads`).
@@ -114,32 +113,27 @@ final class ReplicaContext {
 
     /// Reads a root's `.sinkiignore` again; true if the rules changed.
     @discardableResult
-    func reloadIgnores(root: Int) -> Bool {
+    func reloadIgnores(_ root: RootID) -> Bool {
         let rules = Self.rules(for: roots[root], in: safeRoots[root])
         guard rules != ignores[root] else { return false }
         ignores[root] = rules
         return true
     }
 
-    /// Whether a path below a root is ignored (or lies in an ignored directory).
-    func isIgnored(root: Int, relative: String, isDirectory: Bool) -> Bool {
-        ignores[root].isIgnoredWithParents(relative, isDirectory: isDirectory)
-    }
-
-    /// Whether a record path is ignored here (as a folder or as a file: either form of a name counts).
+    /// Whether a path is ignored (or lies in an ignored directory); with `isDirectory` nil, as a folder
+    /// or as a file: either form of a name counts.
     func isIgnored(_ path: LocalPath, isDirectory: Bool? = nil) -> Bool {
-        if let isDirectory { return isIgnored(root: path.root.index, relative: path.relative, isDirectory: isDirectory) }
-        return isIgnored(root: path.root.index, relative: path.relative, isDirectory: false)
-            || isIgnored(root: path.root.index, relative: path.relative, isDirectory: true)
+        let rules = ignores[path.root]
+        if let isDirectory { return rules.isIgnoredWithParents(path.relative, isDirectory: isDirectory) }
+        return rules.isIgnoredWithParents(path.relative, isDirectory: false) || rules.isIgnoredWithParents(path.relative, isDirectory: true)
     }
 
     /// Notes that `path` was written or looked at; a root's `.sinkiignore` reloads its rules.
     func touched(_ path: String) {
         guard path.hasSuffix("/" + IgnoreRules.fileName), let local = locate(path), local.relative == IgnoreRules.fileName else { return }
-        let root = local.root.index
-        if reloadIgnores(root: root) {
-            logger.info("\(quoted(roots[root].path + "/" + IgnoreRules.fileName)) changed; walking the root again")
-            rescanNeeded.insert(root)
+        if reloadIgnores(local.root) {
+            logger.info("\(quoted(roots[local.root].path + "/" + IgnoreRules.fileName)) changed; walking the root again")
+            rescanNeeded.insert(local.root)
         }
     }
 }
