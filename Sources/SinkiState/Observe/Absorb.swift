@@ -5,8 +5,11 @@ import SinkiSupport
 
 extension LocalObserver {
     /// Hashes what needs it (on every core), then records every observation in the Local tree in one
-    /// transaction.
-    func absorb(_ observations: [Observation]) throws -> ObserveReport {
+    /// transaction. `live`: seen by this agent while it runs (the watcher's paths; a look before an
+    /// operation or a walk, but a root's first since the start), so a file gone is the user's delete and
+    /// follows a peer's rename of it. Every way of seeing a delete must treat it alike: a look before an
+    /// operation that finds it first leaves nothing for the watcher's event to find.
+    func absorb(_ observations: [Observation], live: Bool) throws -> ObserveReport {
         var report = ObserveReport()
         if observations.isEmpty { return report }
         let started = Clock.monotonic()
@@ -66,6 +69,7 @@ extension LocalObserver {
             }
         }
         try store.transaction {
+            var deletedFiles: [String] = []
             for index in observations.indices where !vanished.contains(index) {
                 let observation = observations[index]
                 let local: LocalFacts?
@@ -96,6 +100,7 @@ extension LocalObserver {
                 }
                 if local == observation.known { continue }
                 try store.setLocal(observation.recordPath, local)
+                if live, local == nil, let known = observation.known, known.kind != .directory { deletedFiles.append(observation.recordPath) }
                 context.touched(observation.recordPath)
                 let synced = observation.row?.synced
                 let changed = local?.node != synced?.node
@@ -109,6 +114,7 @@ extension LocalObserver {
                     }
                 }
             }
+            for path in deletedFiles { try deleteFollowsRename(path) }
         }
         return report
     }

@@ -64,13 +64,14 @@ final class LocalObserver {
     var pushCache = PushCache()
     /// Roots the user confirmed may be empty: their next walk records what is gone.
     var confirmedEmpty: Set<RootID> = []
-    /// Roots whose first whole walk since the start has not run yet: it removes leftover temporaries.
-    var cleanTemporaries: Set<RootID>
+    /// Roots whose first whole walk since the start has not run yet: it removes leftover temporaries,
+    /// and what it finds gone may be this agent's own work cut off by a stop, so is not `live`.
+    var firstWalkPending: Set<RootID>
 
     init(context: ReplicaContext) {
         self.context = context
         unwatchedDirectories = context.roots.map { _ in [] }
-        cleanTemporaries = Set(context.roots.indices.map(RootID.init))
+        firstWalkPending = Set(context.roots.indices.map(RootID.init))
     }
 
     /// Observations recorded per transaction during a walk.
@@ -109,7 +110,9 @@ final class LocalObserver {
             return try await check(root: root, paths: [relative], progress: progress)
         }
         for line in walk.errors { logger.warning(line) }
-        if relative.isEmpty, cleanTemporaries.remove(root) != nil { Walk.removeLeftovers(walk.temporaries, in: context.safeRoots[root], logger: logger) }
+        // Before this root's first whole walk nothing here is live; a walk below it meanwhile is not either.
+        let live = !firstWalkPending.contains(root)
+        if relative.isEmpty, firstWalkPending.remove(root) != nil { Walk.removeLeftovers(walk.temporaries, in: context.safeRoots[root], logger: logger) }
         for name in walk.invalidNames { noteSkipped(LocalPath(root, name), why: "its name is not valid UTF-8") }
         for name in walk.special { noteSkipped(LocalPath(root, name), why: "it is a fifo, socket or device") }
         logger.debug("walk \(walk.entries.count) entries")
@@ -192,14 +195,14 @@ final class LocalObserver {
                 let entry = entries[index]
                 part.append(try observation(LocalPath(root, entry.relative), stat: entry.stat))
             }
-            try await absorbChunk(part, into: &report, progress: progress)
+            try await absorbChunk(part, live: live, into: &report, progress: progress)
             start = end
         }
         entries = []
         start = 0
         while start < gone.count {
             let end = min(start + Self.chunk, gone.count)
-            try await absorbChunk(Array(gone[start..<end]), into: &report, progress: progress)
+            try await absorbChunk(Array(gone[start..<end]), live: live, into: &report, progress: progress)
             start = end
         }
         return report
@@ -210,10 +213,10 @@ final class LocalObserver {
         return Observation(path: path, recordPath: recordPath, stat: stat, row: try store.row(recordPath))
     }
 
-    private func absorbChunk(_ part: [Observation], into report: inout ObserveReport, progress: (@Sendable (Int) -> Void)?,
+    private func absorbChunk(_ part: [Observation], live: Bool, into report: inout ObserveReport, progress: (@Sendable (Int) -> Void)?,
                              isolation: isolated (any Actor) = #isolation) async throws {
         if part.isEmpty { return }
-        let absorbed = try absorb(part)
+        let absorbed = try absorb(part, live: live)
         report.queued += absorbed.queued
         report.hashed += absorbed.hashed
         report.busy += absorbed.busy
@@ -283,13 +286,7 @@ final class LocalObserver {
                 return stopped
             }
         }
-        for observation in observations where observation.stat == nil {
-            if let facts = observation.known { moves.rememberGone(observation.recordPath, facts) }
-        }
-        var report = try absorb(observations)
-        for observation in observations where observation.stat == nil && observation.known?.kind != .directory {
-            try deleteFollowsRename(observation.recordPath)
-        }
+        var report = try absorb(observations, live: true)
         for relative in walks {
             report.add(try await reconcile(under: LocalPath(root, relative), progress: progress))
         }
@@ -334,7 +331,7 @@ final class LocalObserver {
         if let known, let stat, known.matches(stat) { return (known, stat, false) }
         var observations = [Observation(path: path, recordPath: recordPath, stat: stat, row: row)]
         if stat == nil || stat?.kind != .directory, known?.kind == .directory { observations += try goneBelow(path) }
-        let report = try absorb(observations)
+        let report = try absorb(observations, live: !firstWalkPending.contains(path.root))
         return (try store.row(recordPath)?.local, stat, report.busy > 0)
     }
 }
@@ -343,8 +340,9 @@ extension LocalObserver {
     /// A file the user deleted here, seen as it happens, that a peer renamed meanwhile (the rename and
     /// the source's tombstone are read already, the rename not done here yet): the delete follows the
     /// rename. The new path is agreed on as what it is, and gone here it is sent as a delete. Only for
-    /// deletes the watcher reports: one found by a walk may be this agent's own, cut off before it was
-    /// recorded, and a rename's content is never dropped on a guess (docs/planner.md).
+    /// deletes seen live (`absorb`): one found by the first walk after a start may be this agent's own,
+    /// cut off before it was recorded, and a rename's content is never dropped on a guess
+    /// (docs/planner.md).
     func deleteFollowsRename(_ path: String) throws {
         guard let row = try store.row(path), row.local == nil, let synced = row.synced, synced.kind != nil, synced.kind != .directory,
               let remote = row.remote, remote.kind == nil, remote.tag > synced.tag else { return }

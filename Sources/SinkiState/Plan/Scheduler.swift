@@ -129,6 +129,10 @@ final class Scheduler {
     /// The planner's answer for one row; nil when there is nothing to do now.
     func plan(_ row: TreeRow, at path: RecordPath, overlay: Overlay = Overlay(), waits: Bool = false) throws -> Operation? {
         guard let entries = try store.entries(of: row) else { return nil }
+        if let local = row.local, try renamedFromDeleted(row, local: local) {
+            context.logger.info("\(quoted(row.path)) was renamed here from \(quoted(context.moveHints[row.path] ?? "")), which another device deleted meanwhile: the delete follows the rename")
+            return .deleteLocal(path, expecting: local.node, agree: nil)
+        }
         var state = PathState(entries: entries, rule: rule(for: path, row: row))
         if let parent = path.parent {
             var parentEntries = try store.row(parent.string).flatMap { try store.entries(of: $0) } ?? PathEntries(path: parent)
@@ -162,6 +166,17 @@ final class Scheduler {
         guard let from = context.moveHints[path], let source = try store.row(from), source.local == nil, let synced = source.synced,
               synced.node == local.node, let remote = source.remote, remote.tag == synced.tag, remote.node == local.node else { return nil }
         return source
+    }
+
+    /// Whether `row` is a file the watcher saw renamed here, unchanged since, from a path another
+    /// device deleted before the rename was sent (its tombstone read already): the delete follows the
+    /// rename, as when the server refuses the move for the same reason (`settleMoveWithoutSource`).
+    /// Sent, the file would come back on the device that deleted it.
+    private func renamedFromDeleted(_ row: TreeRow, local: LocalFacts) throws -> Bool {
+        guard row.synced == nil, row.remote?.kind == nil, local.kind != .directory, let from = context.moveHints[row.path],
+              let source = try store.row(from), source.local == nil, let synced = source.synced, synced.node == local.node,
+              let remote = source.remote, remote.kind == nil, remote.tag > synced.tag, remote.device != context.device else { return false }
+        return true
     }
 
     /// The planner's merge rule for a path: keep-both is the planner's own; every other rule reads the
