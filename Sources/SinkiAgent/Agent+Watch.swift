@@ -28,13 +28,15 @@ extension Agent {
         while !stopping && !pendingWatch.isEmpty {
             let batch = pendingWatch
             pendingWatch = WatchBatch()
-            var plain: [RootID: Set<String>] = [:]
+            // Repeats are dropped by the check, by bytes (a String set would take two names that differ
+            // only in normalization for one).
+            var plain: [RootID: [String]] = [:]
             var walks: [LocalPath] = []
             if batch.overflow {
                 walks = configuration.roots.indices.map { LocalPath(RootID($0), "") }
             } else {
                 for change in batch.changes {
-                    if change.recursive { walks.append(change.path) } else { plain[change.path.root, default: []].insert(change.path.relative) }
+                    if change.recursive { walks.append(change.path) } else { plain[change.path.root, default: []].append(change.path.relative) }
                 }
             }
             if logger.isEnabled(.debug) {
@@ -51,7 +53,7 @@ extension Agent {
                     }
                 }
                 for (root, paths) in plain where control.safetyStops[root] == nil {
-                    let report = try await replica.check(root: root, paths: Array(paths), progress: pushProgress)
+                    let report = try await replica.check(root: root, paths: paths, progress: pushProgress)
                     queued += report.queued
                     note(report, root: root)
                 }

@@ -44,10 +44,7 @@ public struct LocalPath: Hashable, Sendable, CustomStringConvertible {
 
     /// Whether `self` is `other` or lies below it (compared by bytes).
     public func isWithin(_ other: LocalPath) -> Bool {
-        guard root == other.root else { return false }
-        if other.relative.isEmpty { return true }
-        let mine = Array(relative.utf8), theirs = Array(other.relative.utf8)
-        return mine == theirs || (mine.count > theirs.count && mine.starts(with: theirs) && mine[theirs.count] == UInt8(ascii: "/"))
+        root == other.root && (other.relative.isEmpty || PathText.isWithin(relative, other.relative))
     }
 
     public static func == (left: LocalPath, right: LocalPath) -> Bool {

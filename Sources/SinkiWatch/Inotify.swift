@@ -72,8 +72,9 @@ public final class Inotify: Sendable {
     public func renameWatches(from old: LocalPath, to new: LocalPath) {
         if old.root != new.root { return unwatch(under: old) }
         table.withLock { table in
-            for (wd, entry) in table.byDescriptor where entry.root == old.root && PathText.isWithin(entry.relative, old.relative) {
-                let moved = LocalPath(new.root, new.relative + entry.relative.dropFirst(old.relative.count))
+            for (wd, entry) in table.byDescriptor where entry.isWithin(old) {
+                // Cut by bytes, as matched: a name's last Character may take in the slash after it.
+                let moved = LocalPath(new.root, new.relative + String(decoding: entry.relative.utf8.dropFirst(old.relative.utf8.count), as: UTF8.self))
                 table.byPath[entry] = nil
                 table.byDescriptor[wd] = moved
                 table.byPath[moved] = wd
@@ -85,8 +86,7 @@ public final class Inotify: Sendable {
     public func unwatch(under path: LocalPath) {
         let removed: [Int32] = table.withLock { table in
             var removed: [Int32] = []
-            for (wd, entry) in table.byDescriptor
-            where entry.root == path.root && (path.relative.isEmpty || PathText.isWithin(entry.relative, path.relative)) {
+            for (wd, entry) in table.byDescriptor where entry.isWithin(path) {
                 removed.append(wd)
                 table.byDescriptor[wd] = nil
                 table.byPath[entry] = nil

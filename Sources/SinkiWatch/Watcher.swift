@@ -103,11 +103,8 @@ public final class Watcher {
             if event.has(IN_MOVED_TO) {
                 let from = movedFrom.removeValue(forKey: event.cookie)
                 let fromTemporary = from.map { TemporaryNames.looksTemporary(Substring($0.path.name)) } ?? false
-                if let from, from.path.root == path.root, event.isDirectory {
-                    inotify.renameWatches(from: from.path, to: path)
-                } else if let from, from.event.isDirectory {
-                    inotify.unwatch(under: from.path)
-                }
+                // Into another root, renameWatches drops the watches instead.
+                if let from, from.event.isDirectory { inotify.renameWatches(from: from.path, to: path) }
                 if let from, temporary && !fromTemporary {
                     // A real file renamed to a backup-looking name: the editor writes it anew.
                     hold(from.path, until: graceDeadline)

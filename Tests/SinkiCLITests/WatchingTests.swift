@@ -24,6 +24,28 @@ import Testing
         try await cluster.waitForConvergence("a", "b", timeout: 5) { $0.entries.count == 40 * 4 }
     }
 
+    /// Two names that differ only in normalization, written in one moment (one watcher batch), are two
+    /// files on the other side: the batch's paths are told apart by their bytes, not as Strings.
+    @Test func twoNamesAlikeButNotByteForByteWrittenAtOnceBothCross() async throws {
+        let cluster = try await pair("sinki-normalization")
+        let a = cluster.root("a"), b = cluster.root("b")
+        let composed = "/caf\u{E9}.txt", decomposed = "/cafe\u{301}.txt"
+        #expect(writeInPlace(a + composed, "composed") && writeInPlace(a + decomposed, "decomposed"))
+        try await waitUntil("both names on b", timeout: 10) {
+            bytes(b + composed) == Array("composed".utf8) && bytes(b + decomposed) == Array("decomposed".utf8)
+        }
+    }
+
+    /// A file's bytes, opened by the very bytes of its name (nil: none there).
+    func bytes(_ path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = read(fd, &buffer, buffer.count)
+        return count < 0 ? nil : Array(buffer[..<count])
+    }
+
     @Test func renamingADirectoryOfTenThousandFilesReadsAndSendsNothingAgain() async throws {
         let cluster = try await pair("sinki-rename")
         let a = cluster.root("a"), b = cluster.root("b")

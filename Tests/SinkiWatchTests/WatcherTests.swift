@@ -174,6 +174,24 @@ func event(_ relative: String, _ mask: Int32, cookie: UInt32 = 0, root: Int = 0)
         #expect(inotify.watchCount == 1)
     }
 
+    /// A folder whose name ends in a prepending mark (U+0600 joins the slash after it into one
+    /// Character): the watches below it are renamed by bytes, so `in\u{600}/deep` becomes `out/deep`.
+    @Test func watchesBelowAFolderNamedWithAPrependingMarkFollowItsRename() throws {
+        let directory = TemporaryDirectory("sinki-inotify")
+        let inotify = try Inotify()
+        let name = "in\u{600}"
+        #expect(mkdir(directory.child(name), 0o755) == 0 && mkdir(directory.child(name + "/deep"), 0o755) == 0)
+        let folders = try [name, name + "/deep"].map { relative in
+            let folder = try FileDescriptor.open(directory.child(relative), flags: O_RDONLY | O_DIRECTORY)
+            try inotify.watch(folder, path(relative))
+            return folder
+        }
+        #expect(folders.count == 2 && inotify.watchCount == 2)
+        inotify.renameWatches(from: path(name), to: path("out"))
+        #expect(inotify.isWatched(path("out")) && inotify.isWatched(path("out/deep")))
+        #expect(!inotify.isWatched(path(name + "/deep")))
+    }
+
     /// Two folders whose names differ only in normalization are two watches, each with its own events.
     @Test func foldersNamedAlikeButNotByteForByteAreWatchedApart() throws {
         let directory = TemporaryDirectory("sinki-inotify")

@@ -49,21 +49,22 @@ struct LocalRound {
         let asides = Asides(context: context)
         for (path, expect) in round.keepLocal {
             guard try observer.refresh(path).local == expect else { continue }
+            let recordPath = context.recordPath(path)
             do {
                 if try asides.keepLocal(path, expect: expect) != nil {
-                    step.applied.append(AppliedChange(path: context.recordPath(path), event: .conflict, localPath: context.diskPath(path),
-                                                      type: expect.type))
+                    step.applied.append(AppliedChange(path: recordPath, event: .conflict, localPath: context.diskPath(path), type: expect.type))
                 }
             } catch {
-                scheduler.failures.fail(context.recordPath(path), .down, ApplyFailure.from(error), row: try store.row(context.recordPath(path)))
+                scheduler.failures.fail(recordPath, .down, ApplyFailure.from(error), row: try store.row(recordPath))
             }
         }
         for (path, remote, content) in round.keepRemote {
+            let recordPath = context.recordPath(path)
             do {
                 _ = try asides.keepRemote(path, remote: remote, content: content)
-                feed.inline.drop(context.recordPath(path))
+                feed.inline.drop(recordPath)
             } catch {
-                scheduler.failures.fail(context.recordPath(path), .down, ApplyFailure.from(error), row: try store.row(context.recordPath(path)))
+                scheduler.failures.fail(recordPath, .down, ApplyFailure.from(error), row: try store.row(recordPath))
             }
         }
     }

@@ -229,9 +229,11 @@ final class LocalObserver {
                isolation: isolated (any Actor) = #isolation) async throws -> ObserveReport {
         var observations: [Observation] = []
         var walks: [String] = []
-        for relative in Set(paths) {
-            if relative.isEmpty { walks.append(""); continue }
+        var seen = Set<LocalPath>()
+        for relative in paths {
             let here = LocalPath(root, relative)
+            guard seen.insert(here).inserted else { continue }
+            if relative.isEmpty { walks.append(""); continue }
             let path = context.recordPath(here)
             if (try? RecordPath(validating: path)) == nil { continue }
             if context.isIgnored(here) {

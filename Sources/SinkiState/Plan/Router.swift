@@ -123,9 +123,8 @@ struct Router {
                 return .fetch(ContentFetch(path: path, tag: remote.tag, size: remote.size, hash: remote.hash, asset: asset,
                                             partialPath: context.downloadPath(asset.sha256) + ".part"))
             }
-        } else if remote.size == 0 || feed.inline.data(path, tag: remote.tag) != nil {
+        } else if case let data = remote.size == 0 ? nil : feed.inline.data(path, tag: remote.tag), remote.size == 0 || data != nil {
             do {
-                let data = remote.size == 0 ? nil : feed.inline.data(path, tag: remote.tag)
                 return .ready(.bytes(try RemoteContent.inflate(data, size: remote.size, hash: remote.hash, path: path)))
             } catch {
                 feed.inline.drop(path)

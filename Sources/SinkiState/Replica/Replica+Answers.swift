@@ -57,10 +57,11 @@ extension Replica {
         defer { scheduler.inFlight.remove(fetch.path) }
         if let record { try feed.ingest([record], token: nil) }
         // The answer must make the write possible, or the path waits (a fetch never repeats at once).
-        guard let remote = try store.row(fetch.path)?.remote, remote.kind != nil, remote.assetID == nil, remote.size > 0,
+        let row = try store.row(fetch.path)
+        guard let remote = row?.remote, remote.kind != nil, remote.assetID == nil, remote.size > 0,
               feed.inline.data(fetch.path, tag: remote.tag) == nil else { return }
         scheduler.failures.fail(fetch.path, .down, ApplyFailure(.contentMissing, "the server's answer for \(quoted(fetch.path)) held no content"),
-                                row: try store.row(fetch.path))
+                                row: row)
     }
 
     /// An asset fetched into the state folder (`failure` nil), or why it could not be.
