@@ -48,6 +48,10 @@ extension Agent {
         defer {
             rounds.running = false
             rounds.task = nil
+            // An answer that came after the loop's last look (while the digests were checked, say) asked
+            // for more: dropped here, its path waited for the next unrelated event (MergeRuleTests'
+            // compare case, once in fifty: a merge's "keep local" never went up).
+            if rounds.wanted { pumpSync() }
             finishIfIdle()
         }
         guard let replica else { return }
