@@ -2,7 +2,7 @@ import Foundation
 
 /// A real process started by a test, its output captured to files, stopped by process id.
 public final class ChildProcess: @unchecked Sendable {
-    // @unchecked: Process is thread-safe for the calls used here (pid, terminate, waitUntilExit).
+    // @unchecked: Process is thread-safe for the calls used here (pid, isRunning, terminationStatus).
     public let process: Process
     public let outputPath: String
     public let errorPath: String
@@ -47,7 +47,7 @@ public final class ChildProcess: @unchecked Sendable {
     /// SIGKILL, then the exit.
     public func kill9() {
         signal(SIGKILL)
-        process.waitUntilExit()
+        waitUntilGone()
     }
 
     /// Waits for the exit status; kills the process if it outlives `timeout`.
@@ -56,11 +56,26 @@ public final class ChildProcess: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning { kill(pid, SIGKILL) }
-        process.waitUntilExit()
-        return process.terminationStatus
+        return waitUntilGone() ? process.terminationStatus : exitedStatus(of: pid) ?? -1
     }
 
-    deinit { if process.isRunning { kill(pid, SIGKILL); process.waitUntilExit() } }
+    /// Waits until the process has exited; true when Foundation saw it (its status is then
+    /// `terminationStatus`). Not `waitUntilExit`: in some full runs Foundation's child monitor stopped
+    /// noticing exits (the children stayed zombies), and every test waiting on one hung the whole run
+    /// until CI's timeout. The kernel is asked too, without reaping (Foundation still may).
+    @discardableResult
+    private func waitUntilGone() -> Bool {
+        var exitedAt: Date?
+        while process.isRunning {
+            // Foundation notices within milliseconds when it works: it is given 10 s after the exit.
+            if exitedAt == nil, exitedStatus(of: pid) != nil { exitedAt = Date() }
+            if let exitedAt, Date().timeIntervalSince(exitedAt) > 10 { return false }
+            usleep(5_000)
+        }
+        return true
+    }
+
+    deinit { if process.isRunning { kill(pid, SIGKILL); waitUntilGone() } }
 }
 
 /// Where the built `sinkid` executable is: next to the test bundle in the build folder.
@@ -74,4 +89,26 @@ public func sinkidExecutable() -> String {
         directory = directory.deletingLastPathComponent()
     }
     fatalError("sinkid executable not found near \(exe); build it first (swift build)")
+}
+
+/// The exit status (or killing signal) of child `pid` if it has exited, asked of the kernel without
+/// reaping it (`WNOWAIT`); nil while it runs.
+func exitedStatus(of pid: Int32) -> Int32? {
+    var info = siginfo_t()
+    guard waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0, info._sifields._sigchld.si_pid == pid else { return nil }
+    return info._sifields._sigchld.si_status
+}
+
+extension Process {
+    /// The exit status, from Foundation once it has seen the exit, else from the kernel (see
+    /// `ChildProcess.waitUntilGone`).
+    public func exitStatus() -> Int32 {
+        var exitedAt: Date?
+        while isRunning {
+            if exitedAt == nil, exitedStatus(of: processIdentifier) != nil { exitedAt = Date() }
+            if let exitedAt, Date().timeIntervalSince(exitedAt) > 10 { return exitedStatus(of: processIdentifier) ?? -1 }
+            usleep(5_000)
+        }
+        return terminationStatus
+    }
 }

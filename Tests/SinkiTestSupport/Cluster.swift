@@ -256,8 +256,7 @@ extension Cluster {
         process.standardOutput = pipe
         try process.run()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw ProcessFailed(label: "curl modify", log: String(decoding: data, as: UTF8.self)) }
+        guard process.exitStatus() == 0 else { throw ProcessFailed(label: "curl modify", log: String(decoding: data, as: UTF8.self)) }
         return try ModifyResponse.parse(Array(data)).results.map(\.status.rawValue)
     }
 
@@ -275,8 +274,7 @@ extension Cluster {
             process.standardOutput = pipe
             try process.run()
             let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else { throw ProcessFailed(label: "curl \(url)", log: String(decoding: data, as: UTF8.self)) }
+            guard process.exitStatus() == 0 else { throw ProcessFailed(label: "curl \(url)", log: String(decoding: data, as: UTF8.self)) }
             let page = try RecordPage.parse(Array(data))
             records += page.records
             guard page.more, let last = page.records.last else { return records }
