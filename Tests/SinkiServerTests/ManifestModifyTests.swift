@@ -160,6 +160,43 @@ import Testing
         #expect(whole.status == 200 && whole.body == file.bytes)
     }
 
+    /// Wrong bytes under a chunk's name answer alike whether the user holds that chunk or not: a
+    /// narrowed token cannot tell which content the user has outside its prefix (issue 24 item 1).
+    @Test func aNarrowedTokensForgedChunkAnswersAlikeHeldOrNot() throws {
+        let fixture = try ServerFixture.withAccounts()
+        let full = try fixture.issue(user: "alice")
+        let narrow = try fixture.issue(user: "alice", device: "phone", scope: TokenScope(prefix: "S/a"))
+        let held = ChunkedFile.random([150_000]), unheld = ChunkedFile.random([150_000])
+        try fixture.uploadChunks(of: held, token: full.secret)
+        let guess = Array(repeating: UInt8(7), count: 150_000)
+        let answers = try [held, unheld].map { file in try fixture.uploadChunk(guess, name: file.names[0], token: narrow.secret) }
+        #expect(answers.map(\.status) == [460, 460])
+        #expect(try answers.map { try $0.problem().detail.replacingOccurrences(of: held.names[0], with: unheld.names[0]) }.allSatisfy {
+            $0 == (try answers[1].problem().detail)
+        })
+        #expect(fixture.heldChunk(user: "alice", held.names[0]) == held.chunks[0])
+        #expect(fixture.heldChunkNames(user: "alice") == Set(held.names))
+    }
+
+    /// A narrowed token cannot plant other bytes under the name of a chunk the owner will save, which
+    /// the owner's devices would then skip sending and every receiver find damaged (issue 24 item 2):
+    /// nothing is kept, the name stays missing for the owner, and the owner's save brings the real bytes.
+    @Test func aNarrowedTokenCannotPlantBytesUnderAChunksName() throws {
+        let fixture = try ServerFixture.withAccounts()
+        let full = try fixture.issue(user: "alice")
+        let narrow = try fixture.issue(user: "alice", device: "phone", scope: TokenScope(prefix: "S/a"))
+        let file = ChunkedFile.random([200_000, 100_000])
+        for (index, name) in file.names.enumerated() {
+            let planted = try fixture.uploadChunk(index == 0 ? [0] : Array(repeating: 0, count: 100_000), name: name, token: narrow.secret)
+            #expect(planted.status == 460)
+        }
+        #expect(fixture.heldChunkNames(user: "alice").isEmpty)
+        #expect(try MissingChunksResponse.parse(fixture.missing(file.names, token: full.secret).body).missing == file.names)
+        try fixture.uploadChunks(of: file, token: full.secret)
+        #expect(try fixture.modify([file.record("S/b/big.bin")], token: full.secret).map(\.status) == [.saved])
+        #expect(try fixture.request("GET", Routes.assets + file.hash, token: full.secret).body == file.bytes)
+    }
+
     @Test func anotherUsersChunksAreMissingForThisOnesRecords() throws {
         let fixture = try ServerFixture.withAccounts()
         let alice = try fixture.issue(user: "alice"), bob = try fixture.issue(user: "bob")

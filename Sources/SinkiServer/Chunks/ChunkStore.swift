@@ -198,40 +198,47 @@ public final class ChunkStore: Sendable {
         case stored
         /// The user held the chunk already: the upload's bytes were dropped, the chunk touched.
         case alreadyHeld
-        /// A narrowed token sent other bytes than the held chunk's, which do not hash to the name: dropped.
+        /// A narrowed token sent bytes that do not hash to the name: dropped.
         case refused
     }
 
     /// Moves a finished chunk upload's file (`source`, `length` bytes) into the user's chunks under
     /// `name`: a rename, never a copy. A chunk held already keeps its bytes (the upload's are dropped),
     /// unless it has another size than the upload, which only a damaged copy has: then the upload
-    /// replaces it. A token narrowed to `prefix` gets its marker, except that when the chunk was held
-    /// its bytes must first be the held ones (compared), or hash to the name (then they replace a
-    /// damaged copy): a narrowed token proves it has a chunk before it may name it.
+    /// replaces it. A token narrowed to `prefix` proves it has a chunk before it may name it: its
+    /// bytes must hash to the name (then they take the name, held or not, and the token its marker).
     func adopt(source: String, length: Int64, user: String, chunk name: String, prefix: String?) throws -> Adoption {
         let lock = try lock(user, exclusive: false, create: true)
         defer { withExtendedLifetime(lock) {} }
         let target = path(user: user, chunk: name)
         let fanOut = String(target.dropLast(name.utf8.count + 1))
         if mkdir(fanOut, 0o700) != 0 && errno != EEXIST { throw SystemError("mkdir", errno: errno, path: fanOut) }
+        // A narrowed token's bytes count only when they hash to their name, checked first and whether
+        // or not the user holds the chunk: the answer (and its cost) is then the same either way, so
+        // the token learns nothing of content outside its prefix, and it cannot plant other bytes under
+        // a name the owner's devices will then never send (issue 24 items 1 and 2). A full token's
+        // upload is taken as the chunk: receivers check every chunk and report damage.
+        if prefix != nil {
+            // The upload's own descriptor is write-only: its bytes are read through its path.
+            guard try Self.hashes(FileDescriptor.open(source, flags: O_RDONLY), length: length, to: name) else {
+                unlink(source)
+                logger.warning("chunk \(name) of a narrowed token's upload is other bytes than its name says; dropped")
+                return .refused
+            }
+        }
         let adoption: Adoption
-        if sinki_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 {
+        if prefix != nil {
+            // Checked bytes: whatever was held under the name is these or a damaged copy.
+            try syscall("rename", path: target) { rename(source, target) }
+            adoption = .stored
+        } else if sinki_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 {
             adoption = .stored
         } else {
             let code = errno
             guard code == EEXIST else { throw SystemError("rename", errno: code, path: target) }
             let held = Self.held(target)
-            // The upload's own descriptor is write-only: its bytes are read through its path.
-            let file = try FileDescriptor.open(source, flags: O_RDONLY)
-            if try held?.size != length || (prefix != nil && !Self.sameBytes(file, target, length: length)) {
-                // Different bytes: the held copy is damaged (another size), or one of the two is not the
-                // chunk. A full token's upload is taken as the chunk (receivers check every chunk and
-                // report damage); a narrowed token's only when it hashes to the name.
-                if prefix != nil, try !Self.hashes(file, length: length, to: name) {
-                    unlink(source)
-                    logger.warning("chunk \(name) of a narrowed token's upload is other bytes than its name says; dropped")
-                    return .refused
-                }
+            if held?.size != length {
+                // Another size: the held copy is damaged. The new bytes take its place.
                 try syscall("rename", path: target) { rename(source, target) }
                 logger.info("chunk \(name) held at \(held.map { String($0.size) } ?? "no") bytes replaced by an upload of \(length)")
                 adoption = .stored
@@ -303,23 +310,6 @@ public final class ChunkStore: Sendable {
         try makeDirectories(fanOut)
         let file = try FileDescriptor.open(marker, flags: O_WRONLY | O_CREAT, mode: 0o600)
         try syscall("futimens", path: marker) { futimens(file.raw, nil) }
-    }
-
-    private static func sameBytes(_ file: FileDescriptor, _ other: String, length: Int64) throws -> Bool {
-        let held = try FileDescriptor.open(other, flags: O_RDONLY)
-        let step = 1 << 20
-        let mine = UnsafeMutableRawBufferPointer.allocate(byteCount: step, alignment: 16)
-        let theirs = UnsafeMutableRawBufferPointer.allocate(byteCount: step, alignment: 16)
-        defer { mine.deallocate(); theirs.deallocate() }
-        var offset: Int64 = 0
-        while offset < length {
-            let want = Int(min(Int64(step), length - offset))
-            let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: mine[0..<want]), at: offset)
-            guard got == want, try held.read(into: UnsafeMutableRawBufferPointer(rebasing: theirs[0..<want]), at: offset) == want,
-                  memcmp(mine.baseAddress!, theirs.baseAddress!, want) == 0 else { return false }
-            offset += Int64(want)
-        }
-        return true
     }
 
     /// Whether `length` bytes of `file` hash (SHA-256) to `name`.

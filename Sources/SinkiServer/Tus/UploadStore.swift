@@ -662,8 +662,7 @@ final class ChunkWriter: BodySink {
                 store.remove(upload)
                 state.info = info
                 if adoption == .refused {
-                    throw Problem(.checksumMismatch, detail: "the bytes of chunk \(name) are not the chunk held under that name, "
-                                  + "and do not hash to it; they were dropped")
+                    throw Problem(.checksumMismatch, detail: "the bytes of chunk \(name) do not hash to its name; they were dropped")
                 }
                 return info
             }
