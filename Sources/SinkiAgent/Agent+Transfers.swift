@@ -18,7 +18,7 @@ extension Agent {
         options.attempts = configuration.transfer.attempts
         options.maxRate = configuration.transfer.maxRate
         options.computeSHA256 = true
-        let server = TusServer(endpoint: serverURL + Routes.uploads, bearerToken: client?.bearerToken)
+        let server = TusServer(endpoint: serverURL + Routes.uploads, bearerToken: client?.bearerToken, pinsOrigin: true)
         let made = TusClient(http: http, server: server, options: options, logger: logger.child("tus"))
         transfers.client = made
         return made

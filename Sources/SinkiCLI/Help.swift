@@ -51,8 +51,8 @@ enum Help {
 
     static let serve = """
         usage: sinkid serve --listen ADDR --data DIR [--database URL] [--tokens FILE] [--max-upload-size SIZE] [--upload-expiry TIME]
-                            [--chunk-grace TIME] [--tombstone-days N] [--rate-limit N] [--behind-proxy] [--insecure-no-auth]
-                            [--log-level LEVEL]
+                            [--chunk-grace TIME] [--tombstone-days N] [--rate-limit N] [--public-url URL] [--behind-proxy]
+                            [--insecure-no-auth] [--log-level LEVEL]
                sinkid serve token add USER --device NAME --data DIR [--read-only] [--prefix PATH/]
                                   [--max-upload SIZE] [--max-uploads N] [--expires TIME] [--json]
                sinkid serve token list [USER] --data DIR [--json]
@@ -81,6 +81,7 @@ enum Help {
           --insecure-no-auth   serve without tokens: everyone is one user; loopback addresses only
           --rate-limit N       requests a second per device token, as many at once (default 200, burst 1000;
                                0: none); beyond it 429 with Retry-After
+          --public-url URL     where clients reach the server (https://sync.example.org): URLs given out use it
           --behind-proxy       a proxy in front (TLS): URLs given out follow X-Forwarded-Proto and -Host
           --device NAME        token add: the device the token is for
           --read-only          token add: no saves, deletes or uploads

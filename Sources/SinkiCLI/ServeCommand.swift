@@ -75,6 +75,12 @@ enum ServeCommand {
         pthread_sigmask(SIG_BLOCK, &set, nil)
         if arguments.has("insecure-no-auth") { configuration.authentication = .none }
         if arguments.has("behind-proxy") { configuration.behindProxy = true }
+        if let url = arguments.value("public-url") {
+            guard PublicOrigin.parse(publicURL: url) != nil else {
+                throw UsageError("--public-url \(url) is not an origin such as https://sync.example.org or http://10.0.0.2:8080 (no path)")
+            }
+            configuration.publicURL = url
+        }
         let server: SyncServer
         if let url = arguments.value("database") {
             // Records and accounts in PostgreSQL; uploads stay in the data folder.

@@ -103,6 +103,7 @@ public struct ProblemKind: Sendable, Equatable {
     public static let checksumMismatch = ProblemKind(code: "checksum-mismatch", title: "The chunk does not match its Upload-Checksum", status: 460)
     // Device tokens (docs/tokens.md):
     public static let readOnlyToken = ProblemKind(code: "read-only-token", title: "The token is read-only", status: 403)
+    public static let tooManyTokens = ProblemKind(code: "too-many-tokens", title: "The user has as many live tokens as the server allows; revoke some first", status: 403)
     public static let beyondScope = ProblemKind(code: "beyond-scope", title: "The request goes beyond the token's scope", status: 403)
     public static let rateLimited = ProblemKind(code: "rate-limited", title: "Too many requests for this token; retry after the time given", status: 429)
     public static let headersTooLarge = ProblemKind(code: "headers-too-large", title: "The request's header fields are too large", status: 431)

@@ -7,6 +7,12 @@ import Synchronization
 public struct ServerLimits: Sendable, Equatable {
     /// Largest JSON request body (`413 too-large` beyond).
     public var maxBodyBytes = 256 << 20
+    /// Bytes of buffered request bodies held at once by the whole server (`503` with `Retry-After`
+    /// beyond; one body alone always fits): twice the largest body.
+    public var maxBufferedBodyBytes = 512 << 20
+    /// Connections one client address may hold open at once (0: no cap). Behind a proxy
+    /// (`--behind-proxy`) every connection comes from the proxy: there the cap is the proxy's to set.
+    public var maxConnectionsPerAddress = 128
     /// Most records in one modify batch.
     public var maxBatchRecords = 10_000
     /// Records per feed or look-up page: the default, and the most a client may ask for.
@@ -28,6 +34,12 @@ public struct ServerLimits: Sendable, Equatable {
     public var requestBurst = 1_000
     /// Long-polls one token may hold open at once (`429` beyond).
     public var maxLongPollsPerToken = 4
+    /// Long-polls all of one user's tokens may hold open at once (`429` beyond): tokens minted from
+    /// one another share it. Each agent holds one per server.
+    public var maxLongPollsPerUser = 32
+    /// Live tokens one user may hold (minting beyond answers `403 too-many-tokens`; a refresh, which
+    /// replaces one, always may).
+    public var maxLiveTokensPerUser = 1_000
     /// How often the server looks for revocations made by another process (seconds).
     public var revocationPollSeconds = 0.2
     /// With a store shared by several servers: how often waiting users' newest changes are looked at,
@@ -62,6 +74,14 @@ public struct ServerConfiguration: Sendable {
     /// A proxy in front sets `X-Forwarded-Proto`/`X-Forwarded-Host`: absolute URLs are built from them
     /// (`--behind-proxy`). Off, they are ignored: a client could name any host.
     public var behindProxy = false
+    /// Where clients reach the server (`--public-url`, `scheme://host[:port]`): absolute URLs are built
+    /// from it, whatever a request says. nil: from the forwarded headers or the local address.
+    public var publicURL: String?
+    /// How absolute URLs get their origin (docs/server.md).
+    var publicOrigin: PublicOrigin {
+        if let publicURL, let origin = PublicOrigin.parse(publicURL: publicURL) { return .configured(origin) }
+        return behindProxy ? .forwarded : .local
+    }
     /// Where tus uploads and assets live; nil: `uploads/` in the data folder. Servers that share one
     /// (on one PostgreSQL) coordinate through locks on its files (docs/server.md, "Several servers").
     public var uploadsDirectory: String?
@@ -167,7 +187,9 @@ public final class SyncServer: Sendable {
                 throw ServerError(.cannotStart, "cannot serve on \(configuration.listen): \(error)")
             }
             var router = Router()
-            let limits = configuration.limits
+            var limits = configuration.limits
+            // Behind a proxy every connection comes from it: a cap per address would cap everyone.
+            if configuration.behindProxy { limits.maxConnectionsPerAddress = 0 }
             router.add("POST", Routes.modify, ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads, chunks: chunks))
             router.add("GET", Routes.changes, ChangesRoute(store: store, limits: limits))
             router.add("GET", Routes.records, LookupRoute(store: store, limits: limits))
@@ -178,7 +200,7 @@ public final class SyncServer: Sendable {
             let options = TusOptionsRoute(settings: configuration.uploads)
             for path in [TusEndpoint.path, String(TusEndpoint.path.dropLast())] {
                 router.add("OPTIONS", path, options)
-                router.add("POST", path, TusCreateRoute(store: uploads, behindProxy: configuration.behindProxy,
+                router.add("POST", path, TusCreateRoute(store: uploads, origin: configuration.publicOrigin,
                                                           accounts: configuration.authentication == .tokens ? store : nil))
             }
             router.addPrefix("HEAD", TusEndpoint.path, TusHeadRoute(store: uploads))
@@ -311,6 +333,8 @@ public final class SyncServer: Sendable {
     // For tests: what the server holds right now.
     var waitingLongPolls: Int { running?.hub.waitingCount ?? 0 }
     var liveRequests: Int { running?.liveRequestCount ?? 0 }
+    /// Bytes of buffered request bodies held now (`ServerLimits.maxBufferedBodyBytes`).
+    var bufferedBodyBytes: Int { running?.bufferedBodyBytes ?? 0 }
 
     private var running: HTTPServer? {
         phase.withLock { phase in

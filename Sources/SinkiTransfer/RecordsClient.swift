@@ -163,6 +163,11 @@ public final class SyncClient {
 
     /// The error an answer outside 2xx stands for.
     private static func failure(_ response: HTTPResponse, url: String) -> SyncError {
+        let retryAfter = response.header("Retry-After").flatMap { Int($0.filter { $0 != " " }) }.map { max(0, $0) }
+        if response.status == 503, let retryAfter, Problem.parse(response.body)?.code == ProblemKind.unavailable.code {
+            // The server itself, busy (its bodies' budget full): wait as it says, as for a rate limit.
+            return .rateLimited(Problem.parse(response.body), retryAfterSeconds: retryAfter)
+        }
         if Self.gatewayStatuses.contains(response.status) {
             // A proxy in front answering for a server it cannot reach (restarting, say), or a server
             // shutting down: out of reach like a refused connection, so tried again with backoff. As a
@@ -171,10 +176,7 @@ public final class SyncClient {
                 ?? "HTTP \(response.status) (a proxy in front cannot reach the server)"
             return .transport(.unreachable(url: url, detail: detail))
         }
-        if response.status == 429 {
-            let seconds = response.header("Retry-After").flatMap { Int($0.filter { $0 != " " }) }.map { max(0, $0) }
-            return .rateLimited(Problem.parse(response.body), retryAfterSeconds: seconds)
-        }
+        if response.status == 429 { return .rateLimited(Problem.parse(response.body), retryAfterSeconds: retryAfter) }
         if let problem = Problem.parse(response.body) { return .problem(problem) }
         return .badResponse("HTTP \(response.status) from \(url)")
     }

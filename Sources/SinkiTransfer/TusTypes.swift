@@ -9,16 +9,26 @@ public struct TusServer: Sendable {
     public var headers: [(String, String)]
     /// Sent as `Authorization: Bearer TOKEN`.
     public var bearerToken: String?
+    /// An absolute `Location` is taken for its path only, on the endpoint's own origin: sinki's agent
+    /// talks to its own server, which may name a host it is not reached by (a proxy's public name, or
+    /// one a hostile request made it write), and its token goes nowhere else.
+    public var pinsOrigin = false
 
-    public init(endpoint: String, headers: [(String, String)] = [], bearerToken: String? = nil) {
+    public init(endpoint: String, headers: [(String, String)] = [], bearerToken: String? = nil, pinsOrigin: Bool = false) {
         self.endpoint = endpoint
         self.headers = headers
         self.bearerToken = bearerToken
+        self.pinsOrigin = pinsOrigin
     }
 
     /// `location` (absolute, or relative as tus allows) resolved against the endpoint.
     public func resolve(_ location: String) -> String {
-        if location.hasPrefix("http://") || location.hasPrefix("https://") { return location }
+        var location = location
+        if let scheme = location.range(of: "://"), location.hasPrefix("http://") || location.hasPrefix("https://") {
+            guard pinsOrigin else { return location }
+            let rest = location[scheme.upperBound...]
+            location = rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/"
+        }
         let origin: Substring
         if let scheme = endpoint.range(of: "://"), let slash = endpoint[scheme.upperBound...].firstIndex(of: "/") {
             origin = endpoint[..<slash]

@@ -32,6 +32,18 @@ import Testing
         #expect(run.errors.contains("unknown option \(typo)") && run.errors.contains("did you mean --"), "\(run.errors)")
     }
 
+    /// A `--public-url` that is not an origin (a path, another scheme) is a one-line usage error, before
+    /// anything starts.
+    @Test(arguments: ["https://sync.example.org/sinki", "ftp://sync.example.org", "sync.example.org"])
+    func aPublicURLThatIsNotAnOriginIsExit64(_ url: String) throws {
+        let directory = TemporaryDirectory("sinki-help")
+        let run = try sinkid(["serve", "--listen", "127.0.0.1:0", "--data", directory.child("data"), "--public-url", url], in: directory)
+        #expect(run.code == 64)
+        #expect(run.errors.contains("--public-url \(url) is not an origin"), "\(run.errors)")
+        #expect(run.errors.split(separator: "\n").count == 1, "\(run.errors)")
+        #expect(!FileManager.default.fileExists(atPath: directory.child("data")))
+    }
+
     @Test func theOverviewListsEveryCommand() throws {
         let directory = TemporaryDirectory("sinki-help")
         let overview = try sinkid(["help"], in: directory)

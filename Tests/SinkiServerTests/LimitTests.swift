@@ -73,6 +73,77 @@ import Testing
         #expect(try again.receive(timeout: 5).page().records.map(\.path) == ["S/x"])
     }
 
+    /// Tokens of one user share the user's cap (issue 24 item 6: minted children held 15 times one
+    /// token's long-polls); another user's count is their own.
+    @Test func aUsersTokensTogetherHoldAtMostTheUsersLongPolls() throws {
+        let fixture = try ServerFixture.withAccounts { $0.limits.maxLongPollsPerToken = 2; $0.limits.maxLongPollsPerUser = 3 }
+        let tokens = try (0..<4).map { try fixture.issue(user: "alice", device: "d\($0)") }
+        let bob = try fixture.issue(user: "bob")
+        let start = try fixture.changes(token: tokens[0].secret)
+        let polls = try tokens.prefix(3).map { token -> TestConnection in
+            let poll = try fixture.connect()
+            try poll.send("GET", changesTarget(since: start.token, wait: 30), headers: [token.header])
+            return poll
+        }
+        try waitUntilSync("three polls to park") { fixture.server.waitingLongPolls == 3 }
+        let fourth = try fixture.request("GET", changesTarget(since: start.token, wait: 30), token: tokens[3].secret)
+        #expect(fourth.status == 429 && fourth.header("Retry-After") == "1")
+        #expect(try fourth.problem().detail.contains("this user's tokens have 3 long-polls open already"))
+        let bobStart = try fixture.changes(token: bob.secret)
+        let bobPoll = try fixture.connect()
+        try bobPoll.send("GET", changesTarget(since: bobStart.token, wait: 30), headers: [bob.header])
+        try waitUntilSync("bob's poll to park") { fixture.server.waitingLongPolls == 4 }
+        // Answered, the places are free again.
+        _ = try fixture.modify([fileRecord("S/x", "x")], token: tokens[0].secret)
+        for poll in polls { #expect(try poll.receive(timeout: 5).status == 200) }
+        try waitUntilSync("alice's polls to complete") { fixture.server.liveRequests == 1 }
+        let again = try fixture.connect()
+        try again.send("GET", changesTarget(since: start.token, wait: 30), headers: [tokens[3].header])
+        #expect(try again.receive(timeout: 5).page().records.map(\.path) == ["S/x"])
+    }
+
+    /// Buffered bodies held at once are bounded for the whole server (issue 24 item 4): a body that
+    /// does not fit beside those being received answers `503` with `Retry-After` before it is read,
+    /// declared or chunked; one alone always fits; what a finished request held is free again.
+    @Test func bodiesHeldAtOnceStayWithinTheServersBudget() throws {
+        let fixture = try ServerFixture.withAccounts { $0.limits.maxBufferedBodyBytes = 3 << 20 }
+        let alice = try fixture.issue(user: "alice")
+        /// A modify batch of one record, padded with spaces to 2 MiB.
+        func padded(_ path: String) -> [UInt8] {
+            let batch = ModifyRequest(records: [fileRecord(path, path)]).jsonBytes
+            return batch + [UInt8](repeating: 0x20, count: (2 << 20) - batch.count)
+        }
+        let json = [alice.header, ("Content-Type", "application/json")]
+        // A first body of 2 MiB, its headers in and half of it sent: held.
+        let first = padded("S/a")
+        let slow = try fixture.connect()
+        var head = "POST /v1/records/modify HTTP/1.1\r\nHost: localhost\r\n"
+        for (name, value) in json { head += "\(name): \(value)\r\n" }
+        head += "Content-Length: \(first.count)\r\n\r\n"
+        try slow.write(Array(head.utf8) + first[..<(1 << 20)])
+        try waitUntilSync("the first body to hold its share") { fixture.server.bufferedBodyBytes == first.count }
+        for chunked in [false, true] {
+            let second = try fixture.connect()
+            if chunked {
+                try second.send("POST", "/v1/records/modify", headers: json, body: padded("S/b"), chunked: true)
+            } else {
+                // Declared: answered from the headers alone, before any of the body is read.
+                try second.write(Array(head.utf8))
+            }
+            let answer = try second.receive(timeout: 10)
+            #expect(answer.status == 503 && answer.header("Retry-After") == "1", "chunked \(chunked): \(answer.status)")
+            #expect(try answer.problem().code == "unavailable")
+        }
+        // What the refused ones took is given back; a small body still fits beside the first.
+        try waitUntilSync("the refused bodies' shares given back") { fixture.server.bufferedBodyBytes == first.count }
+        #expect(try fixture.modify([fileRecord("S/small", "s")], token: alice.secret).map(\.status) == [.saved])
+        try slow.write(Array(first[(1 << 20)...]))
+        #expect(try slow.receive(timeout: 10).modifyResults().map(\.status) == [.saved])
+        try waitUntilSync("the first body's share given back") { fixture.server.bufferedBodyBytes == 0 }
+        #expect(try fixture.request("POST", "/v1/records/modify", token: alice.secret, headers: [("Content-Type", "application/json")],
+                                    body: padded("S/b")).modifyResults().map(\.status) == [.saved])
+    }
+
     @Test func oversizedAndMalformedBodiesAreRefused() throws {
         let fixture = try ServerFixture.withAccounts { configuration in
             configuration.limits.maxBodyBytes = 4096

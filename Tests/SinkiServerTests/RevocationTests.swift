@@ -82,7 +82,7 @@ import Testing
         let kept = try fixture.issue(user: "alice", device: "laptop")
         let total = 1 << 20
         let created = try fixture.createUpload(length: total, token: doomed)
-        let location = String(try #require(created.header("Location")).trimmingPrefix("http://localhost"))
+        let location = try #require(created.locationPath)
         let id = String(location.split(separator: "/").last!)
         let bytes = randomBytes(total)
 
@@ -113,6 +113,38 @@ import Testing
         #expect(rest.status == 204 && rest.header("Upload-Offset") == String(total))
         let asset = try fixture.request("GET", Routes.assets + id, token: kept.secret)
         #expect(asset.body == bytes)
+    }
+
+    /// Expiry cuts like revocation (issue 24 item 7): a long-poll parked before the token expires answers
+    /// `401` once it has, instead of carrying another device's save later; a body still arriving stops.
+    @Test func anExpiringTokensParkedPollAndUploadAreCutWhenItExpires() throws {
+        let fixture = try ServerFixture.withAccounts()
+        let lifetime: Int64 = 2_000_000_000
+        let expiresAt = Clock.now() + lifetime
+        let brief = try fixture.issue(user: "alice", device: "phone", scope: TokenScope(expiresAt: expiresAt))
+        let kept = try fixture.issue(user: "alice", device: "laptop")
+        let start = try fixture.changes(token: brief.secret)
+        let poll = try fixture.connect()
+        try poll.send("GET", changesTarget(since: start.token, wait: 300), headers: [brief.header])
+
+        let total = 1 << 20
+        let created = try fixture.createUpload(length: total, token: brief)
+        let location = try #require(created.locationPath)
+        let upload = try fixture.connect()
+        var head = "PATCH \(location) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(brief.secret)\r\nTus-Resumable: 1.0.0\r\n"
+        head += "Content-Type: application/offset+octet-stream\r\nUpload-Offset: 0\r\nContent-Length: \(total)\r\n\r\n"
+        try upload.write(Array(head.utf8) + randomBytes(65536))
+        try waitUntilSync("the poll to park") { fixture.server.waitingLongPolls == 1 }
+        #expect(Clock.now() < expiresAt, "the test's setup outlasted the token; nothing was measured")
+
+        let answer = try poll.receive(timeout: Double(lifetime) / 1e9 + 5)
+        let late = Double(Clock.now() - expiresAt) / 1e9
+        #expect(answer.status == 401)
+        #expect(late > -0.05 && late < 1.0, "cut \(late) s after the expiry")
+        #expect(upload.isClosed(within: 2))
+        #expect(try fixture.request("GET", Routes.changes, token: brief.secret).status == 401)
+        // The user's other device goes on untouched.
+        #expect(try fixture.modify([fileRecord("S/after", "after")], token: kept.secret).map(\.status) == [.saved])
     }
 
     @Test func aRevocationOutlivesARestart() throws {

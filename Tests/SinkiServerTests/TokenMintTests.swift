@@ -99,6 +99,23 @@ import Testing
         #expect(try fixture.createUpload(length: 1, token: parent).status == 403)
     }
 
+    /// Minting stops at the user's live-token cap (issue 24 item 6: 300 tokens in 0.2 s); a revoked or
+    /// expired token frees its place, and a refresh (which replaces one) always may.
+    @Test func aUserMintsAtMostTheServersLiveTokens() throws {
+        let fixture = try ServerFixture.withAccounts { $0.limits.maxLiveTokensPerUser = 3 }
+        let root = try fixture.issue(user: "alice")
+        let children = try (0..<2).map { try fixture.minted("{\"device\": \"c\($0)\"}", token: root) }
+        let refused = try fixture.mint("{\"device\": \"one-too-many\"}", token: root)
+        #expect(refused.status == 403)
+        #expect(try refused.problem().code == "too-many-tokens")
+        #expect(try fixture.mint("{\"continues\": \"\(children[0].id)\"}", token: root).status == 201)
+        #expect(try fixture.request("DELETE", Routes.tokens + "/" + children[1].id, token: root.secret).status == 204)
+        #expect(try fixture.mint("{\"device\": \"in-its-place\"}", token: root).status == 201)
+        // Another user's count is their own.
+        let bob = try fixture.issue(user: "bob")
+        #expect(try fixture.mint("{\"device\": \"b\"}", token: bob).status == 201)
+    }
+
     @Test func revokingAParentThroughTheRouteRevokesWhatItMinted() throws {
         let fixture = try ServerFixture.withAccounts()
         let root = try fixture.issue(user: "alice")

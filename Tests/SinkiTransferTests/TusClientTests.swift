@@ -214,6 +214,17 @@ import Testing
         #expect(TusServer(endpoint: "http://h:1/v1/uploads/").resolve("/v1/uploads/x") == "http://h:1/v1/uploads/x")
         #expect(TusServer(endpoint: "http://h:1/files/").resolve("x") == "http://h:1/files/x")
     }
+
+    /// A generic tus client follows an absolute Location; sinki's agent takes only its path, on its own
+    /// server's origin, so a Location naming another host never gets its bytes or its token.
+    @Test func anAgentResolvesEveryLocationOnItsOwnServersOrigin() {
+        #expect(TusServer(endpoint: "http://h:1/v1/uploads/").resolve("http://evil.example/v1/uploads/x") == "http://evil.example/v1/uploads/x")
+        let agent = TusServer(endpoint: "http://h:1/v1/uploads/", pinsOrigin: true)
+        #expect(agent.resolve("http://evil.example/v1/uploads/x") == "http://h:1/v1/uploads/x")
+        #expect(agent.resolve("https://sync.example.org:8443/v1/uploads/y?z") == "http://h:1/v1/uploads/y?z")
+        #expect(agent.resolve("http://evil.example") == "http://h:1/")
+        #expect(agent.resolve("/v1/uploads/x") == "http://h:1/v1/uploads/x")
+    }
 }
 
 /// A sinki server on 127.0.0.1 with its data in a temporary folder; restartable on the same port.

@@ -4,11 +4,11 @@ import Glibc
 import SinkiSupport
 import Synchronization
 
-/// What a running server does the moment a token is revoked (docs/tokens.md): every new request is
-/// refused already (the authenticator reads the store each time); this cuts what the token holds open.
-/// Its parked long-polls answer `401` (through the hub), and its uploads in progress stop taking bytes
-/// and have their connection shut, which ends the request as if the client had gone (the bytes that
-/// arrived stay; the upload's lock is released).
+/// What a running server does the moment a token is revoked or expires (docs/tokens.md): every new
+/// request is refused already (the authenticator reads the store each time); this cuts what the token
+/// holds open. Its parked long-polls answer `401` (through the hub), and its uploads in progress stop
+/// taking bytes and have their connection shut, which ends the request as if the client had gone (the
+/// bytes that arrived stay; the upload's lock is released).
 final class Revocations: Sendable {
     private struct State {
         /// Tokens revoked while this server runs (a token revoked earlier is refused at authentication).
@@ -16,6 +16,8 @@ final class Revocations: Sendable {
         /// Requests streaming a body, by token: their connection's socket.
         var streams: [String: [UInt64: Int32]] = [:]
         var nextID: UInt64 = 1
+        /// Tokens with an expiry whose cut is scheduled (one timer each, armed by their first request).
+        var expiring: Set<String> = []
     }
 
     private let state = Mutex(State())
@@ -38,6 +40,17 @@ final class Revocations: Sendable {
             }
         }
         hub.revoke(tokens: ids)
+    }
+
+    /// `token` expires at `expiresAt` (wall clock, ns): from then its open requests are cut as a
+    /// revocation's are, within the timer's slack. Armed once per token, by the first request that could
+    /// outlive it; a server that sees no expiring token arms nothing.
+    func cutAtExpiry(token: String, expiresAt: Int64) {
+        guard state.withLock({ $0.expiring.insert(token).inserted }) else { return }
+        let delay = max(0, expiresAt - Clock.now())
+        DispatchQueue.global(qos: .utility).asyncAfter(wallDeadline: .now() + .nanoseconds(Int(clamping: delay))) { [weak self] in
+            self?.revoke([token])
+        }
     }
 
     /// A request of `token` streams a body over `socket`; nil when the token is revoked already.

@@ -127,6 +127,11 @@ struct MintTokenRoute: Route {
                 throw Problem(.notFound, detail: "no live token \(quoted(continued.id)) of yours to continue")
             }
         } else {
+            // Minting must not make a user's tokens (and what each may hold open) without end.
+            let live = try accounts.tokens(user: caller.user).count { $0.isLive(at: now) }
+            guard live < limits.maxLiveTokensPerUser else {
+                throw Problem(.tooManyTokens, detail: "\(caller.user) holds \(live) live tokens, the most this server allows; revoke some first")
+            }
             // A child's uploads come out of its parent's allowance: the whole allowance it is given is
             // taken from the parent's chain now, so minting never multiplies uploads.
             if let parentLimit = caller.scope.maxUploads {

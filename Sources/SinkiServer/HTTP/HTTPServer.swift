@@ -36,8 +36,10 @@ final class RequestContext {
     var tokenID: String?
     /// Its entry among the streaming requests `Revocations` may cut.
     var streamRegistration: UInt64?
-    /// Counted among its token's long-polls until it completes.
-    var countedAsLongPoll = false
+    /// The user whose long-poll quota this request holds (released when it ends).
+    var longPollUser: String?
+    /// Bytes of the server-wide body budget this request's buffered body holds (released when it ends).
+    var budgeted = 0
 }
 
 /// How the server answers HTTP: libmicrohttpd with its own thread pool (epoll), the router, the
@@ -51,9 +53,12 @@ final class HTTPServer: Sendable {
     private let authenticator: Authenticator
     private let revocations: Revocations
     private let limiter: RateLimiter
-    private let maxLongPollsPerToken: Int
-    /// Long-polls open per token (parked, or being answered).
-    private let longPolls = Mutex<[String: Int]>([:])
+    private let longPolls: LongPollQuota
+    private let maxConnectionsPerAddress: Int
+    /// libmicrohttpd's lines, one a minute per kind.
+    private let mhdLines = LogThrottle()
+    /// Bytes of buffered bodies held at once, server-wide.
+    private let bodies: BodyBudget
     /// Paths below which `X-HTTP-Method-Override` replaces the request's method (tus asks for it).
     private let methodOverridePrefixes: [String]
     let hub: WaiterHub
@@ -77,7 +82,9 @@ final class HTTPServer: Sendable {
         self.router = router
         self.revocations = revocations ?? Revocations(hub: hub)
         limiter = RateLimiter(rate: limits.requestsPerSecond, burst: limits.requestBurst)
-        maxLongPollsPerToken = limits.maxLongPollsPerToken
+        longPolls = LongPollQuota(perToken: limits.maxLongPollsPerToken, perUser: limits.maxLongPollsPerUser)
+        bodies = BodyBudget(limit: limits.maxBufferedBodyBytes)
+        maxConnectionsPerAddress = limits.maxConnectionsPerAddress
         self.methodOverridePrefixes = methodOverridePrefixes
         self.authenticator = authenticator
         self.hub = hub
@@ -85,6 +92,8 @@ final class HTTPServer: Sendable {
     }
 
     var liveRequestCount: Int { liveRequests.load(ordering: .relaxed) }
+    /// Bytes of buffered bodies held now.
+    var bufferedBodyBytes: Int { bodies.held }
 
     // MARK: Starting and stopping
 
@@ -102,7 +111,7 @@ final class HTTPServer: Sendable {
             let logTarget = UnsafeMutablePointer<sinki_mhd_logger>.allocate(capacity: 1)
             logTarget.initialize(to: sinki_mhd_logger(log: { cls, message in
                 let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
-                server.logger.warning("microhttpd: \(message.map { String(cString: $0) } ?? "")")
+                if let line = server.mhdLines.line(for: message.map { String(cString: $0) } ?? "") { server.logger.warning("microhttpd: \(line)") }
             }, cls: retained.toOpaque()))
             let flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
                 | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ERROR_LOG.rawValue
@@ -121,6 +130,8 @@ final class HTTPServer: Sendable {
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
                     return server.arrived(rawTarget: uri.map { String(cString: $0) } ?? "")
                 }, retained.toOpaque(),
+                nil, nil,
+                UInt32(max(0, maxConnectionsPerAddress)),
                 logTarget)
             guard let daemon else {
                 retained.release()
@@ -192,14 +203,10 @@ final class HTTPServer: Sendable {
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
         liveRequests.subtract(1, ordering: .relaxed)
         if context.countedAsParked { parkedRequests.leave() }
+        bodies.give(context.budgeted)
         if let token = context.tokenID {
             if let registration = context.streamRegistration { revocations.unregister(token: token, id: registration) }
-            if context.countedAsLongPoll {
-                longPolls.withLock { counts in
-                    counts[token, default: 1] -= 1
-                    if counts[token] == 0 { counts.removeValue(forKey: token) }
-                }
-            }
+            if let user = context.longPollUser { longPolls.release(token: token, user: user) }
         }
         if case let .stream(sink) = context.policy { sink.abandon() }
         if termination != .REQUEST_TERMINATED_COMPLETED_OK, logger.isEnabled(.debug) {
@@ -235,6 +242,8 @@ final class HTTPServer: Sendable {
             return refuse(context, connection, Problem(.unauthorized, detail: Authenticator.refusal))
         }
         context.tokenID = identity.tokenID
+        // A long-poll or a body may outlive the token: its expiry then cuts them as a revocation does.
+        if let token = identity.tokenID, let expiresAt = identity.scope.expiresAt { revocations.cutAtExpiry(token: token, expiresAt: expiresAt) }
         let transfer = context.path.hasPrefix(Routes.chunks) || context.path.hasPrefix(Routes.uploads)
         if let token = identity.tokenID, let wait = limiter.take(token, cost: transfer ? RateLimiter.transferCost : 1) {
             return refuse(context, connection, RouteError(
@@ -277,6 +286,8 @@ final class HTTPServer: Sendable {
                 return refuse(context, connection, Problem(.tooLarge, detail: "the body is \(length) bytes; \(context.path) takes at most \(limit)"),
                               readBody: false)
             }
+            guard bodies.take(length) else { return refuse(context, connection, Self.overBudget(bodies), readBody: false) }
+            context.budgeted = length
             context.body.reserveCapacity(length)
         }
         context.request = request
@@ -303,6 +314,12 @@ final class HTTPServer: Sendable {
         return answer(context, connection, error: error, headers: context.refusalHeaders)
     }
 
+    /// The answer to a body that does not fit beside those the server holds.
+    private static func overBudget(_ bodies: BodyBudget) -> RouteError {
+        RouteError(Problem(.unavailable, detail: "the server holds \(bodies.limit >> 20) MiB of request bodies at once, the most it may; retry later"),
+                   headers: [("Retry-After", "1")])
+    }
+
     /// The largest body of a refused request that is read (and dropped) so its answer arrives whole.
     static let refusedBodyReadLimit = 8 << 20
 
@@ -316,6 +333,16 @@ final class HTTPServer: Sendable {
             if context.body.count + chunk.count > limit {
                 context.body = []
                 context.refusal = Problem(.tooLarge, detail: "the body is over \(limit) bytes, the most \(context.path) takes")
+            } else if context.body.count + chunk.count > context.budgeted {
+                // A body of no declared length (chunked) takes its share as it grows.
+                let more = max(context.body.count + chunk.count - context.budgeted, 1 << 20)
+                guard bodies.take(more) else {
+                    context.body = []
+                    context.refusal = Self.overBudget(bodies)
+                    return
+                }
+                context.budgeted += more
+                context.body.append(contentsOf: chunk)
             } else {
                 context.body.append(contentsOf: chunk)
             }
@@ -350,18 +377,13 @@ final class HTTPServer: Sendable {
             case let .response(response): return answer(context, connection, response)
             case let .longPoll(longPoll):
                 if let token = longPoll.token {
-                    let most = maxLongPollsPerToken
-                    let admitted = longPolls.withLock { counts -> Bool in
-                        guard counts[token, default: 0] < most else { return false }
-                        counts[token, default: 0] += 1
-                        return true
+                    if let refusal = longPolls.admit(token: token, user: longPoll.user) {
+                        let detail = refusal == .token
+                            ? "token \(token) has \(longPolls.perToken) long-polls open already, the most it may; retry later"
+                            : "this user's tokens have \(longPolls.perUser) long-polls open already, the most they may together; retry later"
+                        return answer(context, connection, error: RouteError(Problem(.rateLimited, detail: detail), headers: [("Retry-After", "1")]))
                     }
-                    guard admitted else {
-                        return answer(context, connection, error: RouteError(
-                            Problem(.rateLimited, detail: "token \(token) has \(most) long-polls open already, the most it may; retry later"),
-                            headers: [("Retry-After", "1")]))
-                    }
-                    context.countedAsLongPoll = true
+                    context.longPollUser = longPoll.user
                 }
                 return drive(longPoll, context, connection, woken: nil)
             }

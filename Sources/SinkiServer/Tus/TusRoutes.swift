@@ -144,8 +144,8 @@ struct TusOptionsRoute: Route {
 /// (`Upload-Concat: partial` or `final;URL URL…`).
 struct TusCreateRoute: Route {
     let store: UploadStore
-    /// Whether `X-Forwarded-*` say where clients reach the server (`--behind-proxy`).
-    var behindProxy = false
+    /// Where clients reach the server, for `Location`.
+    var origin = PublicOrigin.local
     /// Where a token's chain counts its uploads (`maxUploads`); nil without accounts.
     var accounts: (any AccountStore)? = nil
     var commonHeaders: [(String, String)] { TusEndpoint.headers }
@@ -267,7 +267,7 @@ struct TusCreateRoute: Route {
             _ = try direct.commit()
             // Done already: the id names no upload (a HEAD answers 404, and the client asks whether the
             // chunk is held).
-            let location = TusEndpoint.location(RandomID.hex(bytes: 16), origin: PublicOrigin.of(request, behindProxy: behindProxy))
+            let location = TusEndpoint.location(RandomID.hex(bytes: 16), origin: origin.origin(for: request))
             return .response(Response(status: 201, contentType: nil, headers: [("Location", location), ("Upload-Offset", String(direct.length))],
                                       body: .bytes([])))
         }
@@ -285,7 +285,7 @@ struct TusCreateRoute: Route {
                                              maxBytes: request.identity.scope.maxUploadBytes).info
             }
         }
-        var headers = [("Location", TusEndpoint.location(info.id, origin: PublicOrigin.of(request, behindProxy: behindProxy)))]
+        var headers = [("Location", TusEndpoint.location(info.id, origin: origin.origin(for: request)))]
         headers += TusEndpoint.progressHeaders(info, settings: store.settings)
         return .response(Response(status: 201, contentType: nil, headers: headers, body: .bytes([])))
     }

@@ -17,6 +17,14 @@ struct TestResponse {
     var text: String { String(decoding: body, as: UTF8.self) }
     func header(_ name: String) -> String? { headers[name.lowercased()] }
 
+    /// The path of the `Location` header (absolute on the server's own address, or relative).
+    var locationPath: String? {
+        guard let location = header("Location") else { return nil }
+        guard let scheme = location.range(of: "://") else { return location }
+        let rest = location[scheme.upperBound...]
+        return rest.firstIndex(of: "/").map { String(rest[$0...]) }
+    }
+
     func page() throws -> RecordPage {
         guard status == 200 else { throw ClientError(description: "expected 200, got \(status): \(text)") }
         return try RecordPage.parse(body)

@@ -62,9 +62,10 @@ import SinkiSupport
         let tus = try TusFixture()
         let response = try tus.request("POST", "/v1/uploads/", headers: [TusFixture.version, ("Upload-Length", "100")])
         #expect(response.status == 201)
-        // Absolute, from Host: some tus clients do not resolve a relative Location.
+        // Absolute (some tus clients do not resolve a relative Location), on the address the
+        // connection reached: the request's Host is never believed.
         let location = try #require(response.header("Location"))
-        #expect(location.hasPrefix("http://localhost/v1/uploads/"))
+        #expect(location.hasPrefix("http://127.0.0.1:\(tus.port)/v1/uploads/"), "\(location)")
         let expires = try #require(response.header("Upload-Expires").flatMap(HTTPDate.parse))
         #expect(abs(expires - Clock.now() - 24 * 3600 * 1_000_000_000) < 5_000_000_000)
         let head = try tus.head(String(location.split(separator: "/").last!))
@@ -75,19 +76,41 @@ import SinkiSupport
 
     @Test func behindAProxyTheLocationFollowsItsForwardedHeadersAndOnlyThen() throws {
         let forwarded = [TusFixture.version, ("Upload-Length", "1"), ("X-Forwarded-Proto", "https"),
-                         ("X-Forwarded-Host", "sync.example.test:8443, inner.proxy")]
+                         ("X-Forwarded-Host", "sync.example.test:8443")]
         // Not told of a proxy: anyone could send these headers, so they are ignored.
         let direct = try TusFixture()
-        #expect(try direct.request("POST", "/v1/uploads/", headers: forwarded).header("Location")?.hasPrefix("http://localhost/v1/uploads/") == true)
+        #expect(try direct.request("POST", "/v1/uploads/", headers: forwarded).header("Location")?
+            .hasPrefix("http://127.0.0.1:\(direct.port)/v1/uploads/") == true)
         let proxied = try TusFixture { $0.behindProxy = true }
         #expect(try proxied.request("POST", "/v1/uploads/", headers: forwarded).header("Location")?
             .hasPrefix("https://sync.example.test:8443/v1/uploads/") == true)
+        // A list (a proxy appended to what the client sent: whose is which?) is not believed.
+        let listed = [TusFixture.version, ("Upload-Length", "1"), ("X-Forwarded-Host", "evil.example, sync.example.test")]
+        #expect(try proxied.request("POST", "/v1/uploads/", headers: listed).header("Location")?
+            .hasPrefix("http://127.0.0.1:\(proxied.port)/v1/uploads/") == true)
         // A forwarded host that is not a plain host and port never reaches the URL: it stays relative.
         for bad in ["evil.test/steal?", "a b", "x@y"] {
             let location = try proxied.request("POST", "/v1/uploads/", headers: [TusFixture.version, ("Upload-Length", "1"), ("X-Forwarded-Host", bad)])
                 .header("Location")
             #expect(location?.hasPrefix("/v1/uploads/") == true, "\(bad) gave \(location ?? "nothing")")
         }
+    }
+
+    /// `Host: evil.example` never reaches a Location (issue 24 item 10); a configured public URL wins
+    /// over every header, a proxy's included.
+    @Test func theLocationNeverFollowsHostAndAPublicURLWinsOverEveryHeader() throws {
+        let direct = try TusFixture()
+        let evil = [TusFixture.version, ("Upload-Length", "1"), ("Host", "evil.example")]
+        let location = try #require(try direct.request("POST", "/v1/uploads/", headers: evil).header("Location"))
+        #expect(location.hasPrefix("http://127.0.0.1:\(direct.port)/v1/uploads/"), "\(location)")
+        let public_ = try TusFixture { $0.publicURL = "https://sync.example.org/"; $0.behindProxy = true }
+        let forwarded = evil + [("X-Forwarded-Proto", "http"), ("X-Forwarded-Host", "proxy.example")]
+        #expect(try public_.request("POST", "/v1/uploads/", headers: forwarded).header("Location")?
+            .hasPrefix("https://sync.example.org/v1/uploads/") == true)
+        #expect(PublicOrigin.parse(publicURL: "https://sync.example.org/path") == nil)
+        #expect(PublicOrigin.parse(publicURL: "ftp://sync.example.org") == nil)
+        #expect(PublicOrigin.parse(publicURL: "http://user@host") == nil)
+        #expect(PublicOrigin.parse(publicURL: "http://[::1]:7071") == "http://[::1]:7071")
     }
 
     @Test func zeroLengthUploadIsFinishedAtOnce() throws {
