@@ -130,7 +130,6 @@ final class HTTPServer: Sendable {
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
                     return server.arrived(rawTarget: uri.map { String(cString: $0) } ?? "")
                 }, retained.toOpaque(),
-                nil, nil,
                 UInt32(max(0, maxConnectionsPerAddress)),
                 logTarget)
             guard let daemon else {
