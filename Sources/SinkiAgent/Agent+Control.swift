@@ -62,6 +62,7 @@ extension Agent {
     var serviceStatus: String {
         if !control.safetyStops.isEmpty { return "stopped for safety: \(control.safetyStops.values.sorted().joined(separator: "; ")); confirm with sinkid resume" }
         if control.paused { return "paused" + (control.pausedSince.map { " since \(Clock.iso8601($0))" } ?? "") + " (sinkid resume)" }
+        if !pausedRootNames.isEmpty { return "paused: " + pausedRootNames.joined(separator: ", ") + " (sinkid resume ROOT); the other roots sync" }
         if !control.scanned { return "scanning" }
         if reachable == false { return "server \(serverURL) unreachable; retrying" }
         let roots = "syncing \(configuration.roots.count) root(s) with \(serverURL)"
@@ -103,6 +104,7 @@ extension Agent: ControlHandler {
         overall.safetyStop = control.safetyStops.isEmpty ? nil : control.safetyStops.values.sorted().joined(separator: "; ") + "; confirm with sinkid resume"
         overall.paused = control.paused
         overall.pausedSince = control.pausedSince
+        overall.pausedRoots = control.pausedRoots.filter { entry in configuration.roots.contains { $0.name == entry.key } }
         overall.scanned = control.scanned
         overall.problem = problem
         if reachable == false { overall.unreachable = "server \(serverURL) unreachable" + (logger.lastProblem.map { ": \($0.message)" } ?? "") }
@@ -130,6 +132,7 @@ extension Agent: ControlHandler {
             let totals = facts?.roots.first { $0.name == root.name }
             var mine = overall
             mine.safetyStop = control.safetyStops[RootID(index)]
+            mine.pausedRoots = overall.pausedRoots.filter { $0.key == root.name }
             if totals?.folderMissing == true { mine.problem = "the folder \(root.path) is missing" }
             mine.notApplied = notApplied.filter { PathText.isWithin($0.path, root.name) }
             mine.notAppliedCount = totals?.notApplied ?? 0
@@ -160,7 +163,7 @@ extension Agent: ControlHandler {
                                   retryAt: access.rateLimitRemaining(now: Clock.now()) == nil ? nil : access.retryAt),
             roots: roots,
             pending: PendingSummary(count: pendingCount, refused: facts?.refusedCount ?? 0, changes: changes),
-            remote: RemoteSummary(upToDate: caughtUp && !control.paused && overall.toApply == 0 && (facts?.notAppliedCount ?? 0) == 0
+            remote: RemoteSummary(upToDate: caughtUp && !control.paused && overall.pausedRoots.isEmpty && overall.toApply == 0 && (facts?.notAppliedCount ?? 0) == 0
                                   && digestSummary.matched && transfers.moving.isEmpty && overall.inFlight == 0, position: facts?.feedToken),
             skipped: SkippedSummary(count: facts?.skippedCount ?? 0, paths: facts?.skipped ?? []),
             ignored: facts?.ignoredCount ?? 0,
@@ -172,7 +175,8 @@ extension Agent: ControlHandler {
             digest: digestSummary)
     }
 
-    public func pause() async -> ControlAck {
+    public func pause(root name: String?) async throws(ControlError) -> ControlAck {
+        if let name { return try await pauseRoot(name) }
         guard !control.paused else { return ControlAck("already paused; sinkid resume to go on") }
         let since = Clock.now()
         do {
@@ -190,7 +194,8 @@ extension Agent: ControlHandler {
         return ControlAck("paused: local changes are still noted, but nothing is sent or applied until sinkid resume (also after a restart)")
     }
 
-    public func resume() async -> ControlAck {
+    public func resume(root name: String?) async throws(ControlError) -> ControlAck {
+        if let name { return try await resumeRoot(name) }
         var done: [String] = []
         if !control.safetyStops.isEmpty {
             let names = control.safetyStops.keys.sorted().map { configuration.roots[$0.index].name }
@@ -208,6 +213,19 @@ extension Agent: ControlHandler {
             control.pausedSince = nil
             logger.info("resumed (sinkid resume)")
             done.append("resumed")
+        }
+        let roots = pausedRootNames
+        if !roots.isEmpty {
+            var left = control.pausedRoots
+            for name in roots { left[name] = nil }
+            do { try await replica?.setPausedRoots(left) } catch {
+                return ControlAck("cannot clear the pause of \(roots.joined(separator: ", ")) in the state database: \(error); still paused")
+            }
+            control.pausedRoots = left
+            logger.info("resumed \(roots.joined(separator: ", ")) (sinkid resume)")
+            done.append("resumed \(roots.joined(separator: ", "))")
+        }
+        if !done.isEmpty {
             await restartPull()
             pumpSync()
         }

@@ -93,7 +93,8 @@ extension Agent {
         let applied = FeedToken.tag(of: try await replica.feedToken(server: feedKey))
         for (index, root) in configuration.roots.enumerated() {
             let id = RootID(index)
-            guard control.safetyStops[id] == nil else { continue }
+            // A paused root is compared once it goes on: its differences are to be left alone until then.
+            guard !heldRoots.contains(id) else { continue }
             // Local truth first: what the disk holds now is in the database before it is compared.
             let scan = try await replica.reconcile(LocalPath(id, ""), progress: pushProgress)
             note(scan, root: id)

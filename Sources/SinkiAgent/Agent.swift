@@ -274,6 +274,11 @@ public actor Agent {
                 control.pausedSince = since
                 logger.info("paused since \(Clock.iso8601(since)) (sinkid pause before this start): nothing is sent or applied until sinkid resume")
             }
+            control.pausedRoots = try await replica.pausedRoots()
+            for root in configuration.roots {
+                guard let since = control.pausedRoots[root.name] else { continue }
+                logger.info("root \(root.name) paused since \(Clock.iso8601(since)) (sinkid pause \(root.name) before this start): its changes wait for sinkid resume \(root.name)")
+            }
             verify.last = try await replica.lastVerify()
             await loadDigestCounts()
             await replica.useUploadEndpoint(serverURL + Routes.uploads)

@@ -26,6 +26,9 @@ struct AgentControl {
     var paused = false
     /// When that pause began (nanoseconds since the epoch), as kept in the state database.
     var pausedSince: Int64?
+    /// `sinkid pause ROOT`: roots whose changes are noted but neither sent nor applied, by name, with
+    /// when; kept in the state database.
+    var pausedRoots: [String: Int64] = [:]
     /// The first scan is done (until then status says scanning, and systemd is not told READY).
     var scanned = false
     var startedAt = Clock.now()

@@ -7,6 +7,8 @@ struct SyncStateFacts: Sendable {
     var paused = false
     /// When the pause began (nanoseconds since the epoch).
     var pausedSince: Int64?
+    /// Roots paused alone (`sinkid pause ROOT`), with when: for the agent as a whole, some of its roots.
+    var pausedRoots: [String: Int64] = [:]
     var scanned = true
     /// The state database could not be read.
     var problem: String?
@@ -66,6 +68,10 @@ enum SyncStateRule {
         if let failure = facts.digestFailure { return (.error, failure) }
         if facts.differing > 0 {
             return (.error, "\(facts.differing) path(s) still differ from the server after the last full comparison (sinkid sync --verify)")
+        }
+        if !facts.pausedRoots.isEmpty {
+            let each = facts.pausedRoots.sorted { $0.key < $1.key }.map { "\($0.key) paused since \(Clock.iso8601($0.value)) (sinkid resume \($0.key))" }
+            return (.paused, each.joined(separator: "; "))
         }
         if let seconds = facts.rateLimitedSeconds { return (.syncing, "the server asked to slow down: next request in \(seconds) s") }
         if !facts.caughtUp { return (.syncing, "reading the server's changes") }

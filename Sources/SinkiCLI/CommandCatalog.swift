@@ -13,7 +13,7 @@ public struct CommandSpec: Sendable {
     public let help: String
 
     /// What follows a command besides flags.
-    public enum Operands: Sendable { case none, path, command }
+    public enum Operands: Sendable { case none, path, command, root }
 
     /// Every flag, as typed (`--state`).
     public var flags: [String] { (valued + boolean).map { "--" + $0 } }
@@ -27,18 +27,18 @@ public enum CommandCatalog {
         operands: .none, help: Help.run)
     public static let serve = CommandSpec(
         name: "serve", summary: "run the sync server; its users and tokens (serve token, serve user)",
-        valued: ["listen", "data", "database", "tokens", "log-level", "public-url", "max-upload-size", "upload-expiry", "chunk-grace", "tombstone-days", "rate-limit", "device", "prefix", "max-upload", "max-uploads", "expires"],
+        valued: ["listen", "data", "database", "tokens", "log-level", "public-url", "max-upload-size", "upload-expiry", "chunk-grace", "tombstone-days", "rate-limit", "device", "prefix", "max-upload", "max-uploads", "expires", "output"],
         boolean: ["insecure-no-auth", "behind-proxy", "read-only", "yes", "json", "help"],
         operands: .none, help: Help.serve)
     public static let status = CommandSpec(
         name: "status", summary: "what is pending, moving and in conflict", valued: ["state", "config"],
         boolean: ["json", "watch", "help"], operands: .none, help: Help.status)
     public static let pause = CommandSpec(
-        name: "pause", summary: "stop sending and applying changes", valued: ["state"], boolean: ["json", "help"],
-        operands: .none, help: Help.pause)
+        name: "pause", summary: "stop sending and applying changes (of all roots or one)", valued: ["state"], boolean: ["json", "help"],
+        operands: .root, help: Help.pause)
     public static let resume = CommandSpec(
         name: "resume", summary: "go on after pause; confirm a safety stop", valued: ["state"], boolean: ["json", "help"],
-        operands: .none, help: Help.resume)
+        operands: .root, help: Help.resume)
     public static let sync = CommandSpec(
         name: "sync", summary: "look at the disk and ask the server now", valued: ["state"], boolean: ["json", "verify", "help"],
         operands: .none, help: Help.sync)

@@ -121,6 +121,7 @@ enum CompletionCommand {
             }
             switch spec.operands {
             case .none: break
+            case .root: specs.append("'1:root: '")
             case .path: specs.append("'1:path: '")
             case .command: specs.append("'1:command:(\(CommandCatalog.all.map(\.name).joined(separator: " ")))'")
             }
@@ -169,7 +170,7 @@ enum CompletionCommand {
             }
             for flag in spec.boolean { lines.append("complete -c sinkid -n \(condition) -l \(flag)") }
             switch spec.operands {
-            case .none: break
+            case .none, .root: break
             case .path: lines.append("complete -c sinkid -n \(condition) -F")
             case .command: lines.append("complete -c sinkid -n \(condition) -a '\(names.joined(separator: " "))'")
             }

@@ -37,11 +37,11 @@ enum ControlCommands {
     /// The request a command line asks for; operands and `--keep` are checked here.
     static func request(_ name: String, _ arguments: Arguments) throws(UsageError) -> ControlRequest {
         let operands = arguments.positional
-        let maxOperands = ["retry": 1, "resolve": 1, "watch": 1][name] ?? 0
+        let maxOperands = ["retry": 1, "resolve": 1, "watch": 1, "pause": 1, "resume": 1][name] ?? 0
         if operands.count > maxOperands { throw UsageError("unexpected argument \(operands[maxOperands]) (see sinkid help \(name))") }
         switch name {
-        case "pause": return .pause
-        case "resume": return .resume
+        case "pause": return .pause(root: operands.first.map(rootName))
+        case "resume": return .resume(root: operands.first.map(rootName))
         case "sync": return .sync(verify: arguments.has("verify"))
         case "conflicts": return .conflicts
         case "retry": return .retry(path: operands.first.map(recordPath))
@@ -62,6 +62,17 @@ enum ControlCommands {
     }
 
     /// Record paths are `/`-separated and never start with one; a leading `./` typed by habit goes.
+    /// A root as typed: its name (`SaveGames`, `SaveGames/`) as is; a folder (`.`, `~/SaveGames`) as
+    /// the absolute path the agent compares with its roots' folders.
+    static func rootName(_ text: String) -> String {
+        var name = Substring(text)
+        while name.count > 1 && name.hasSuffix("/") { name = name.dropLast() }
+        guard name.contains("/") || name == "." || name == ".." else { return String(name) }
+        guard let resolved = realpath(String(name), nil) else { return String(name) }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     static func recordPath(_ text: String) -> String {
         var path = Substring(text)
         while path.hasPrefix("./") { path = path.dropFirst(2) }

@@ -54,7 +54,7 @@ enum Help {
                             [--chunk-grace TIME] [--tombstone-days N] [--rate-limit N] [--public-url URL] [--behind-proxy]
                             [--insecure-no-auth] [--log-level LEVEL]
                sinkid serve token add USER --device NAME --data DIR [--read-only] [--prefix PATH/]
-                                  [--max-upload SIZE] [--max-uploads N] [--expires TIME] [--json]
+                                  [--max-upload SIZE] [--max-uploads N] [--expires TIME] [--output FILE] [--json]
                sinkid serve token list [USER] --data DIR [--json]
                sinkid serve token revoke ID --data DIR
                sinkid serve user list --data DIR [--json]
@@ -89,6 +89,7 @@ enum Help {
           --max-upload SIZE    token add: the largest upload (e.g. 100MB)
           --max-uploads N      token add: how many uploads it may start
           --expires TIME       token add: how long it works (e.g. 7d, 12h)
+          --output FILE        token add: write the token to FILE (mode 0600) instead of printing it
           --yes                user remove: confirm
           --json               token add, token list, user list: print JSON
           --max-upload-size SIZE   the largest tus upload (Tus-Max-Size; default 64GiB)
@@ -118,11 +119,12 @@ enum Help {
         """
 
     static let pause = """
-        usage: sinkid pause [--state DIR] [--json]
+        usage: sinkid pause [ROOT] [--state DIR] [--json]
 
         Stops sending and applying changes until sinkid resume, also across restarts of the agent
         (the pause is kept in its state folder; status says since when). Local changes are still
-        noted and queued; a batch already on its way finishes. \(notRunning)
+        noted and queued; a batch already on its way finishes. With ROOT (a root's name, such as
+        SaveGames, or its folder), only that root waits: the others go on syncing. \(notRunning)
 
         options:
         \(stateOption)
@@ -131,10 +133,11 @@ enum Help {
         """
 
     static let resume = """
-        usage: sinkid resume [--state DIR] [--json]
+        usage: sinkid resume [ROOT] [--state DIR] [--json]
 
-        Ends a pause, and confirms a safety stop (a root that vanished or emptied while its records
-        did not: nothing is deleted remotely until you confirm). \(notRunning)
+        Ends a pause (the agent's and every root's), and confirms a safety stop (a root that vanished
+        or emptied while its records did not: nothing is deleted remotely until you confirm). With
+        ROOT, ends only that root's pause. \(notRunning)
 
         options:
         \(stateOption)

@@ -32,7 +32,10 @@ enum ServeAccounts {
             try checkName(device, what: "device")
             let scope = try scope(arguments)
             let made = try perform { try issue(store, user: user, device: device, scope: scope) }
-            if arguments.has("json") {
+            if let output = arguments.value("output") {
+                try SecretFile.write(made.secret.text + "\n", to: output)
+                Output.line("token \(made.token.id) for \(user) on \(device) (\(scope.summary)) written to \(output) (mode 0600)")
+            } else if arguments.has("json") {
                 Output.json(.object([("id", .string(made.token.id)), ("user", .string(user)), ("device", .string(device)),
                                      ("scope", .string(scope.summary)), ("token", .string(made.secret.text))]))
             } else {

@@ -3,10 +3,11 @@
 public protocol ControlHandler: Actor {
     /// Everything `sinkid status` shows.
     func status() async -> StatusReport
-    /// Stops pushes and pulls until `resume` (the batch in flight finishes).
-    func pause() async -> ControlAck
-    /// Ends a pause, and confirms a safety stop.
-    func resume() async -> ControlAck
+    /// Stops pushes and pulls until `resume` (the batch in flight finishes); with `root`, only that
+    /// root's sending and applying.
+    func pause(root: String?) async throws(ControlError) -> ControlAck
+    /// Ends a pause (every one, or `root`'s), and confirms a safety stop.
+    func resume(root: String?) async throws(ControlError) -> ControlAck
     /// Looks at the disk again and asks the server for news now.
     func syncNow(verify: Bool) async -> ControlAck
     /// Puts refused changes (all, or at or below `path`) back in the queue; returns their paths.

@@ -8,8 +8,10 @@ public enum ResolveChoice: String, Sendable, Equatable, CaseIterable {
 /// One request on the control socket: a JSON object on one line (docs/control.md).
 public enum ControlRequest: Sendable, Equatable {
     case status
-    case pause
-    case resume
+    /// Pause the agent, or with `root` (a root's name) only that root.
+    case pause(root: String?)
+    /// End the agent's pause and every root's (and confirm safety stops), or with `root` that root's pause.
+    case resume(root: String?)
     /// Sync now: look at the disk again and ask the server for news at once; with `verify`, also
     /// compare everything with the server and answer when that is done.
     case sync(verify: Bool)
@@ -40,7 +42,8 @@ public enum ControlRequest: Sendable, Equatable {
     public var line: [UInt8] {
         var members: [(String, JSONValue)] = [("command", .string(command))]
         switch self {
-        case .status, .pause, .resume, .conflicts: break
+        case .status, .conflicts: break
+        case let .pause(root), let .resume(root): if let root { members.append(("root", .string(root))) }
         case let .sync(verify): if verify { members.append(("verify", .bool(true))) }
         case let .retry(path): if let path { members.append(("path", .string(path))) }
         case let .resolve(path, keep): members += [("path", .string(path)), ("keep", .string(keep.rawValue))]
@@ -60,8 +63,8 @@ public enum ControlRequest: Sendable, Equatable {
         let command = try fields.string("command")
         switch command {
         case "status": return .status
-        case "pause": return .pause
-        case "resume": return .resume
+        case "pause": return .pause(root: try fields.optionalString("root"))
+        case "resume": return .resume(root: try fields.optionalString("root"))
         case "sync":
             let verify = fields.has("verify") ? try fields.bool("verify") : false
             return .sync(verify: verify)

@@ -202,8 +202,8 @@ public actor ControlServer {
         guard let handler else { throw ControlError(.unavailable, "the agent is stopping") }
         switch request {
         case .status: return await handler.status().json
-        case .pause: return await handler.pause().json
-        case .resume: return await handler.resume().json
+        case let .pause(root): return try await handler.pause(root: root).json
+        case let .resume(root): return try await handler.resume(root: root).json
         case let .sync(verify): return await handler.syncNow(verify: verify).json
         case let .retry(path):
             let paths = try await handler.retry(path: path)

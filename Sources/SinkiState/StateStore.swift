@@ -60,6 +60,8 @@ public final class StateStore {
 public enum MetaKey {
     /// `sinkid pause`'s start (nanoseconds since the epoch); absent when not paused.
     public static let pausedSince = "paused.since"
+    /// `sinkid pause ROOT`: a JSON object from root name to the pause's start.
+    public static let pausedRoots = "paused.roots"
     /// The change-feed token to resume from.
     public static let feedToken = "feed.token"
     /// The server URL the token belongs to; a different server starts the feed over.

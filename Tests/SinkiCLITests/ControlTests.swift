@@ -211,6 +211,57 @@ import Testing
         try await cluster.waitForConvergence("a", "b", timeout: 10) { $0.entries.count == 2 }
     }
 
+    /// Issue 25, item 4: `sinkid pause ROOT` holds one root both ways, across a restart, while the
+    /// agent's other root syncs; status says which root and since when.
+    @Test func oneRootPausedWaitsWhileTheOtherSyncsAcrossARestart() async throws {
+        let cluster = Cluster("sinki-pause-root")
+        try cluster.startServer()
+        let notes = { (agent: String) in ["--root", cluster.root(agent, rootName: "Notes")] }
+        try cluster.startAgent("a", extra: notes("a"))
+        try cluster.startAgent("b", extra: notes("b"))
+        let stateB = cluster.directory.child("b") + "/state"
+        let paused = try sinkid(["pause", "Notes/", "--state", stateB], in: cluster.directory)
+        #expect(paused.code == 0 && paused.output.contains("paused Notes"), "\(paused.output)\(paused.errors)")
+        let unknown = try sinkid(["pause", "Nope", "--state", stateB], in: cluster.directory)
+        #expect(unknown.code == 65 && unknown.errors.contains("no root \"Nope\" is synced here (roots: SaveGames, Notes)"), "\(unknown.errors)")
+
+        try put(cluster.root("b", rootName: "Notes") + "/from-b.txt", "b's note, held while Notes is paused")
+        try put(cluster.root("a", rootName: "Notes") + "/from-a.txt", "a's note")
+        try put(cluster.root("a") + "/game.save", "crosses: SaveGames is not paused")
+        try await waitUntil("SaveGames to cross to b") { readFile(cluster.root("b") + "/game.save") != nil }
+        try await waitUntil("a's note on the server") { try cluster.serverRecords("Notes").contains { $0.path == "Notes/from-a.txt" } }
+        // Restarted, b keeps the pause of Notes, and says so.
+        #expect(cluster.stopAgent("b") == 0)
+        let b = try cluster.startAgent("b", extra: notes("b"))
+        try await waitUntil("b to say Notes is still paused") { b.errors.contains("root Notes paused since") }
+        try put(cluster.root("a") + "/after-restart.save", "SaveGames still crosses")
+        try await waitUntil("SaveGames to cross after the restart") { readFile(cluster.root("b") + "/after-restart.save") != nil }
+        try await waitUntil("b's status to name the paused root") {
+            guard case let .string(reason)? = try status(cluster, "b").0["agent"]?["reason"] else { return false }
+            return reason.contains("Notes paused since 20") && reason.contains("(sinkid resume Notes)")
+        }
+        let (json, _) = try status(cluster, "b")
+        #expect(json["agent"]?["state"] == .string("paused") && json["remote"]?["upToDate"] == .bool(false))
+        guard case let .array(roots)? = json["roots"] else { Issue.record("no roots in status: \(json)"); return }
+        let states = Dictionary(uniqueKeysWithValues: roots.compactMap { root -> (String, JSONValue)? in
+            guard case let .string(name)? = root["name"] else { return nil }
+            return (name, root["state"] ?? .null)
+        })
+        #expect(states["Notes"] == .string("paused"), "\(roots)")
+        #expect(states["SaveGames"] != .string("paused"), "\(roots)")
+        #expect(try sinkid(["status", "--state", stateB], in: cluster.directory).output.contains("Notes paused since"))
+        #expect(readFile(cluster.root("b", rootName: "Notes") + "/from-a.txt") == nil, "a paused root was written to")
+        #expect(try !cluster.serverRecords("Notes").contains { $0.path == "Notes/from-b.txt" }, "a paused root's change was sent")
+
+        let resumed = try sinkid(["resume", "Notes", "--state", stateB], in: cluster.directory)
+        #expect(resumed.code == 0 && resumed.output.contains("resumed Notes"), "\(resumed.output)")
+        try await waitUntil("Notes to cross both ways") {
+            try readFile(cluster.root("b", rootName: "Notes") + "/from-a.txt") == "a's note"
+                && cluster.serverRecords("Notes").contains { $0.path == "Notes/from-b.txt" }
+        }
+        try await waitUntil("b up to date") { try status(cluster, "b").0["agent"]?["state"] == .string("up-to-date") }
+    }
+
     @Test func syncNowAsksTheServerAgainAtOnce() async throws {
         let cluster = Cluster("sinki-sync")
         try cluster.startServer()

@@ -25,6 +25,31 @@ import Testing
         #expect(try #require(cluster.agent("b")).errors.contains("can be read by others") == false, "b's token file is 0600")
     }
 
+    /// The README's recipe (issue 25, item 10): the token goes straight where the agent reads it, 0600.
+    @Test func tokenAddWritesTheTokenWhereTheAgentReadsItForItsOwnerAlone() async throws {
+        let cluster = Cluster("sinki-token-output")
+        try cluster.startServer()
+        let config = cluster.directory.child("home") + "/.config/sinki"
+        let path = config + "/token"
+        let data = try #require(cluster.serverData)
+        let add = try ChildProcess(sinkidExecutable(), ["serve", "token", "add", "owner", "--device", "b", "--data", data, "--output", path],
+                                   logDirectory: cluster.directory.path, label: "token-output")
+        #expect(add.waitForExit(timeout: 20) == 0, "\(add.errors)")
+        #expect(add.output.contains("written to \(path) (mode 0600)"), "\(add.output)")
+        var info = stat()
+        #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(stat(config, &info) == 0 && info.st_mode & 0o777 == 0o700, "a folder made for the token is its owner's alone")
+        let token = try #require(readFile(path)?.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(!token.isEmpty && !add.output.contains(token), "the token is written, not printed")
+        // And it is a token the server takes: an agent with it syncs, with no warning about its mode.
+        cluster.useTokenFile(path, for: "b")
+        try cluster.startAgent("a")
+        let b = try cluster.startAgent("b")
+        try writeFile(cluster.root("a") + "/z.save", "to the agent with the written token")
+        try await cluster.waitForConvergence("a", "b", timeout: 20) { $0.entries["z.save"] != nil }
+        #expect(!b.errors.contains("can be read by others"))
+    }
+
     @Test func theServersDatabaseIsItsOwnersAloneInAFolderThatExistedBefore() throws {
         let cluster = Cluster("sinki-secret-db")
         let data = cluster.directory.child("server-data")

@@ -20,8 +20,11 @@ actor RecordingHandler: ControlHandler {
         return StatusReport(generatedAt: Clock.now(), agent: AgentSummary(running: true, pid: getpid(), stateDirectory: "/s", state: .upToDate),
                             server: ServerSummary(url: "http://127.0.0.1:1"))
     }
-    func pause() async -> ControlAck { asked.append("pause"); return ControlAck("paused") }
-    func resume() async -> ControlAck { asked.append("resume"); return ControlAck("resumed") }
+    func pause(root: String?) async throws(ControlError) -> ControlAck {
+        asked.append("pause" + (root.map { " " + $0 } ?? ""))
+        return ControlAck("paused")
+    }
+    func resume(root: String?) async throws(ControlError) -> ControlAck { asked.append("resume"); return ControlAck("resumed") }
     func syncNow(verify: Bool) async -> ControlAck { asked.append(verify ? "sync --verify" : "sync"); return ControlAck("syncing") }
     func retry(path: String?) async throws(ControlError) -> [String] {
         asked.append("retry \(path ?? "-")")
@@ -75,7 +78,7 @@ actor RecordingHandler: ControlHandler {
         let fixture = try await Fixture()
         defer { Task { await fixture.stop() } }
         let client = try ControlClient(stateDirectory: fixture.directory.path)
-        #expect(try ControlAck(json: client.send(.pause)) == ControlAck("paused"))
+        #expect(try ControlAck(json: client.send(.pause(root: nil))) == ControlAck("paused"))
         let status = try StatusReport(json: client.send(.status))
         #expect(status.agent.state == .upToDate)
         #expect(try client.send(.retry(path: "R")) == .object([("requeued", .int(1)), ("paths", .array([.string("R/a")]))]))

@@ -6,7 +6,7 @@ import Testing
 @Suite struct RequestTests {
     @Test func everyRequestSurvivesItsLine() throws {
         let requests: [ControlRequest] = [
-            .status, .pause, .resume, .sync(verify: false), .sync(verify: true), .retry(path: nil), .retry(path: "SaveGames/a b.save"), .conflicts,
+            .status, .pause(root: nil), .pause(root: "SaveGames"), .resume(root: nil), .resume(root: "/home/a/Notes"), .sync(verify: false), .sync(verify: true), .retry(path: nil), .retry(path: "SaveGames/a b.save"), .conflicts,
             .resolve(path: "SaveGames/x.kdbx", keep: .both), .watch(try WatchPath("SaveGames/")), .watch(try WatchPath("/")),
         ]
         for request in requests {

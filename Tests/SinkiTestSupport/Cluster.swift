@@ -145,6 +145,11 @@ public final class Cluster: @unchecked Sendable {
 
     /// Agent `name`'s token file: a device token of `Cluster.user` made with `sinkid serve token add` on
     /// the server's data folder (beside the running server); nil without authentication or a server.
+    /// Agent `name` reads its token from `path` (one the test made itself) instead of one made for it.
+    public func useTokenFile(_ path: String, for name: String) {
+        tokenFiles[name] = path
+    }
+
     public func tokenFile(for name: String) throws -> String? {
         guard authenticated, serverData != nil else { return nil }
         if let made = tokenFiles[name] { return made }

@@ -210,6 +210,22 @@ public actor Replica {
 
     public func setPausedSince(_ since: Int64?) throws { try store.setMeta(MetaKey.pausedSince, since.map(String.init)) }
 
+    /// The roots `sinkid pause ROOT` paused, by name, with when: kept by name so that a root taken out
+    /// of the config and put back is still paused.
+    public func pausedRoots() throws -> [String: Int64] {
+        guard let text = try store.meta(MetaKey.pausedRoots), case let .object(members)? = try? JSONValue.parse(Array(text.utf8)) else { return [:] }
+        var roots: [String: Int64] = [:]
+        for (name, value) in members { if case let .int(since) = value { roots[name] = since } }
+        return roots
+    }
+
+    public func setPausedRoots(_ roots: [String: Int64]) throws {
+        guard !roots.isEmpty else { return try store.setMeta(MetaKey.pausedRoots, nil) }
+        var writer = JSONWriter()
+        JSONValue.object(roots.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) }).write(to: &writer)
+        try store.setMeta(MetaKey.pausedRoots, String(decoding: writer.bytes, as: UTF8.self))
+    }
+
     // MARK: Merge state
 
     /// Opens the base cache (`STATE/bases`) and the folder where `ask` keeps versions aside
