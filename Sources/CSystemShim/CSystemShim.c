@@ -45,3 +45,7 @@ int sinki_reserve_blocks(int fd, long long offset, long long length) {
 int sinki_start_writeback(int fd, long long offset, long long length) {
     return sync_file_range(fd, (off_t)offset, (off_t)length, SYNC_FILE_RANGE_WRITE);
 }
+
+int sinki_open_entry(int dirfd, const char *name) {
+    return openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+}

@@ -28,13 +28,34 @@ public struct ContentHash: Sendable, Hashable, Comparable, CustomStringConvertib
     public var description: String { hex }
 }
 
+/// A file's permission bits as this machine keeps them (within its umask, which every side of a
+/// comparison is seen through): part of what a file is, so that a chmod alone is a change to sync.
+public struct FileMode: Sendable, Hashable, CustomStringConvertible {
+    public let bits: UInt32
+
+    public init(_ bits: UInt32) { self.bits = bits & 0o777 }
+
+    /// A file as a usual umask makes it.
+    public static let regular = FileMode(0o644)
+
+    public var description: String { String(bits, radix: 8) }
+}
+
 /// What one path holds, as far as syncing goes: two nodes are equal exactly when nothing needs to move.
 public enum Node: Sendable, Hashable, CustomStringConvertible {
-    case file(ContentHash)
+    case file(ContentHash, FileMode = .regular)
     case folder
     case symlink(ContentHash)
 
     public var isFolder: Bool { self == .folder }
+
+    /// Whether two nodes hold the same content and differ at most in their mode (a chmod alone).
+    public func sameContent(as other: Node) -> Bool {
+        switch (self, other) {
+        case let (.file(left, _), .file(right, _)): return left == right
+        default: return self == other
+        }
+    }
 
     /// Whether two nodes are of the same kind, whatever their content (a type change is not an edit).
     public func sameKind(as other: Node) -> Bool {
@@ -46,7 +67,7 @@ public enum Node: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case let .file(hash): return "file(\(hash))"
+        case let .file(hash, mode): return mode == .regular ? "file(\(hash))" : "file(\(hash), \(mode))"
         case .folder: return "folder"
         case let .symlink(hash): return "symlink(\(hash))"
         }

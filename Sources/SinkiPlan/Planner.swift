@@ -34,8 +34,22 @@ public enum Planner {
             return pull(state)
         case (true, true):
             // Rows 7-9: both changed. An edit always beats a delete.
-            guard let local else { return pull(state) }
-            guard let remoteNode = remote.node else { return push(state, base: remote.tag) }
+            // A chmod alone is no edit to keep from a delete on the other side.
+            guard let local else {
+                if let base = synced.node, let remoteNode = remote.node, remoteNode.sameContent(as: base) { return push(state, base: remote.tag) }
+                return pull(state)
+            }
+            guard let remoteNode = remote.node else {
+                if let base = synced.node, local.sameContent(as: base) { return pull(state) }
+                return push(state, base: remote.tag)
+            }
+            // A chmod alone yields to an edit of the content on the other side: no conflict copy of
+            // bytes nobody changed.
+            if let base = synced.node {
+                let localModeOnly = local.sameContent(as: base), remoteModeOnly = remoteNode.sameContent(as: base)
+                if localModeOnly && !remoteModeOnly { return pull(state) }
+                if remoteModeOnly && !localModeOnly { return push(state, base: remote.tag) }
+            }
             return settle(state, local: local, remote: remoteNode)
         }
     }
@@ -98,6 +112,12 @@ public enum Planner {
         // Different kinds cannot be merged or picked without dropping a tree: both are kept.
         guard local.sameKind(as: remoteNode), !local.isFolder else {
             return .conflict(.keepLocalAside(path, expecting: local))
+        }
+        // The same bytes with two modes: no copy of the same content to keep; the server's mode takes
+        // the path, so every device settles alike.
+        if local.sameContent(as: remoteNode) {
+            if let parent = state.parent, parent.local?.node != .folder { return .wait(.parentFirst) }
+            return .conflict(.overwriteLocal(Download(path: path, remote: remote, expecting: local)))
         }
         let localWins: Bool
         let keepLoser: Bool
@@ -164,7 +184,7 @@ public enum Planner {
 
     private static func hash(_ node: Node) -> ContentHash {
         switch node {
-        case let .file(hash), let .symlink(hash): return hash
+        case let .file(hash, _), let .symlink(hash): return hash
         case .folder: return ContentHash("")
         }
     }

@@ -52,8 +52,9 @@ enum DiskWriter {
     }
 
     /// A mode from a record as it may be on this machine: its permission bits, never more than the
-    /// local umask allows (a peer's 0777 is 0755 under umask 022), as a file made here would be.
-    static func allowed(_ mode: UInt32) -> mode_t { mode_t(mode & 0o777) & ~umaskBits }
+    /// local umask allows (a peer's 0777 is 0755 under umask 022), as a file made here would be; a
+    /// record with none is a plain file.
+    static func allowed(_ mode: UInt32) -> mode_t { mode_t(KeptMode.ofRecord(mode)) }
 
     /// The process's umask, read once (reading it means setting it, so never again later).
     static let umaskBits: mode_t = {

@@ -12,7 +12,7 @@ public final class StateStore {
     /// what it read is still current, and the scheduler whether a round saw everything.
     public internal(set) var treeWrites = 0
 
-    static let schemaVersion = 10
+    static let schemaVersion = 11
 
     public init(path: String) throws {
         self.path = path
@@ -27,6 +27,8 @@ public final class StateStore {
             // The release before the three trees: its tables are brought to schema 9 first, then
             // turned into trees (`LegacySchema`), in one transaction.
             try LegacySchema.upgrade(self, from: version)
+        } else if version == 10 {
+            try ModeSchema.upgrade(self)
         } else {
             try transaction {
                 try database.execute(Self.treeSchema + Self.sentSchema + Self.rootTotalsSchema + Self.tusUploadsSchema + Self.conflictsSchema

@@ -14,7 +14,8 @@ extension World {
     func userEvent(_ random: inout SeededRandom) {
         let target = randomPath(&random)
         switch random.below(100) {
-        case ..<45: userWrite(target)
+        case ..<40: userWrite(target)
+        case ..<45: userChmod(target, random: &random)
         case ..<60: userMakeFolder(target)
         case ..<75: userDelete(target)
         case ..<95: userRename(target, to: randomPath(&random))
@@ -25,7 +26,8 @@ extension World {
     func otherEvent(_ random: inout SeededRandom) {
         let target = randomPath(&random)
         switch random.below(100) {
-        case ..<45: otherWrite(target)
+        case ..<40: otherWrite(target)
+        case ..<45: otherChmod(target, random: &random)
         case ..<60: otherMakeFolder(target)
         case ..<78: otherDelete(target)
         case ..<92: otherRename(target, to: randomPath(&random))

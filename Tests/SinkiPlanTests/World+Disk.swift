@@ -43,6 +43,14 @@ extension World {
         owed.owe(content, at: id)
     }
 
+    /// A chmod: the same content with another mode (its mtime stays).
+    func userChmod(_ id: Int, random: inout SeededRandom) {
+        guard case let .file(content, mode)? = disk[id]?.node else { return }
+        let other = World.otherMode(than: mode, &random)
+        note("user chmods \(paths[id]) to \(other)")
+        disk[id]?.node = .file(content, other)
+    }
+
     func userMakeFolder(_ id: Int) {
         guard disk[id]?.node != .folder else { return }
         diskMakeParents(id)

@@ -84,6 +84,22 @@ extension World {
         otherSave(id, symlink ? .symlink(content) : .file(content))
     }
 
+    /// Another device's chmod: the same content saved with another mode. No version is replaced.
+    func otherChmod(_ id: Int, random: inout SeededRandom) {
+        guard let current = server[id], case let .file(content, mode)? = current.node else { return }
+        let other = World.otherMode(than: mode, &random)
+        note("other chmods \(paths[id]) to \(other)")
+        guard case .saved = save(id, node: .file(content, other), base: ChangeTag(current.tag), modifiedAt: current.modifiedAt) else {
+            preconditionFailure("bug: a save based on the current tag was refused")
+        }
+    }
+
+    /// A mode other than `mode`, from the few a user sets.
+    static func otherMode(than mode: FileMode, _ random: inout SeededRandom) -> FileMode {
+        let modes = [FileMode(0o644), FileMode(0o755), FileMode(0o600), FileMode(0o700)].filter { $0 != mode }
+        return modes[random.below(modes.count)]
+    }
+
     func otherMakeFolder(_ id: Int) {
         guard server[id]?.node != .folder else { return }
         otherMakeParents(id)

@@ -10,8 +10,10 @@ import Testing
     /// What the work indexes must hold, worked out from the rows themselves.
     private func differs(_ row: TreeRow) -> Bool {
         let syncedTag = row.synced?.tag ?? 0, syncedKind = row.synced?.kind, syncedHash = row.synced?.hash ?? ""
-        let local = !(row.local?.kind == syncedKind && (row.local?.hash ?? "") == syncedHash)
-        let remote = !((row.remote?.tag ?? 0) == syncedTag && row.remote?.kind == syncedKind && (row.remote?.hash ?? "") == syncedHash)
+        let syncedPerm = row.synced?.perm ?? 0
+        let local = !(row.local?.kind == syncedKind && (row.local?.hash ?? "") == syncedHash && (row.local?.perm ?? 0) == syncedPerm)
+        let remote = !((row.remote?.tag ?? 0) == syncedTag && row.remote?.kind == syncedKind && (row.remote?.hash ?? "") == syncedHash
+            && (row.remote?.perm ?? 0) == syncedPerm)
         return local || remote
     }
 
@@ -32,18 +34,21 @@ import Testing
         let names = ["a", "a/b", "a/b/c", "a.txt", "a0", "caf\u{E9}", "cafe\u{301}", "z/y", "z/y/x", "m"]
         let kinds: [RecordKind?] = [.file, .directory, .symlink, nil]
         let hashes = ["", "h1", "h2"]
+        // A file's kept mode is part of what it is: a chmod alone is work (issue 25).
+        let perms: [UInt32] = [0o644, 0o755]
         var generator = SeededRandom(seed: 21)
         var tag: Int64 = 0
         for step in 1...3000 {
             let path = "R/" + names[generator.below(names.count)]
             let kind = kinds[generator.below(kinds.count)]
             let hash = kind == .directory || kind == nil ? "" : hashes[generator.below(hashes.count)]
+            let perm = perms[generator.below(perms.count)]
             switch generator.below(3) {
             case 0:
-                try store.setLocal(path, kind.map { LocalFacts(kind: $0, hash: hash, size: Int64(hash.count)) })
+                try store.setLocal(path, kind.map { LocalFacts(kind: $0, hash: hash, size: Int64(hash.count), perm: perm) })
             case 1:
                 tag += 1
-                try store.observeRemote([(path, RemoteFacts(tag: tag, kind: kind, hash: hash))])
+                try store.observeRemote([(path, RemoteFacts(tag: tag, kind: kind, hash: hash, perm: perm))])
             default:
                 let row = try store.rowOrEmpty(path)
                 // Agreeing on what Remote holds, or on nothing.

@@ -130,6 +130,14 @@ public final class Cluster: @unchecked Sendable {
         guard process.waitForExit() == 0 else { throw ProcessFailed(label: "sql on \(name)'s state", log: process.errors) }
     }
 
+    /// Runs several statements on a stopped agent's state database, in one script.
+    public func stateScript(_ name: String, _ statements: String) throws {
+        let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()"
+        let process = try ChildProcess("/usr/bin/env", ["python3", "-c", script, directory.child(name) + "/state/state.db", statements],
+                                       logDirectory: directory.path, label: "sql-\(UInt64.random(in: 0...UInt64.max))")
+        guard process.waitForExit() == 0 else { throw ProcessFailed(label: "sql script on \(name)'s state", log: process.errors) }
+    }
+
     /// Runs `statements` on the stopped server's SQLite store (`server-data/records.db`), as `stateSQL` does
     /// on an agent's.
     public func serverSQL(_ statements: String) throws {

@@ -9,6 +9,8 @@ int sinki_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, cons
 /// openat2 confined to `dirfd`: no `..` escape, no symlink anywhere in `path` (ELOOP/EXDEV instead).
 /// Returns -1 with errno ENOSYS on kernels before 5.6, where callers walk components themselves.
 int sinki_openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
+/// openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC): the entry itself, a symlink not followed.
+int sinki_open_entry(int dirfd, const char *name);
 /// An unnamed regular file in directory `dirfd` (O_TMPFILE), to be linked under a name when complete.
 int sinki_open_anonymous(int dirfd, int flags, mode_t mode);
 #include <spawn.h>

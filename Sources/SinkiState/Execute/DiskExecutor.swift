@@ -63,6 +63,9 @@ struct DiskExecutor {
                     results[index] = rename(op, from: from, expect: expect, into: directory, targetWatched: folders.isWatched(op.path))
                 case .remove:
                     results[index] = remove(op, folders: &folders)
+                case .chmod:
+                    let directory = try parent(of: op, in: &folders, create: false)
+                    results[index] = changeMode(op, in: directory)
                 case .mkdir:
                     let directory = try parent(of: op, in: &folders, create: false)
                     results[index] = makeDirectory(op, in: directory, folders: &folders)
@@ -99,7 +102,7 @@ struct DiskExecutor {
             case .mkdir: return 0
             case .rename: return 1
             case .remove: return 2
-            case .write, .symlink: return 3
+            case .write, .symlink, .chmod: return 3
             }
         }
         return ops.indices.sorted { a, b in
@@ -181,6 +184,30 @@ struct DiskExecutor {
             if fresh { echoes?.cancel(op.path, .directoryMade) }
             return .failed(ApplyFailure.from(error))
         }
+    }
+
+    /// Gives the file the remote version's mode (within the umask), if it still is the file planned
+    /// against. Through an `O_PATH` descriptor of the entry itself, so a symlink swapped in meanwhile is
+    /// never followed out of the root, and a file this user cannot read can still be changed.
+    private func changeMode(_ op: DiskOp, in directory: FileDescriptor) -> DiskResult {
+        let name = op.path.name, shown = directory.path + "/" + name
+        let fd = sinki_open_entry(directory.raw, name)
+        guard fd >= 0 else {
+            if errno == ENOENT { return .failed(ApplyFailure(.changedHere, "\(quoted(op.path.relative)) went away meanwhile")) }
+            return .failed(ApplyFailure.from(SystemError("open", errno: errno, path: shown)))
+        }
+        defer { close(fd) }
+        var info = Glibc.stat()
+        guard fstat(fd, &info) == 0 else { return .failed(ApplyFailure.from(SystemError("fstat", errno: errno, path: shown))) }
+        guard let expect = op.expect, expect.matches(FileStat(info)) else {
+            return .failed(ApplyFailure(.changedHere, "\(quoted(op.path.relative)) changed meanwhile"))
+        }
+        // fchmod does not take an O_PATH descriptor; its /proc name reaches the same inode.
+        guard chmod("/proc/self/fd/\(fd)", DiskWriter.allowed(op.remote?.mode ?? 0)) == 0 else {
+            return .failed(ApplyFailure.from(SystemError("chmod", errno: errno, path: shown)))
+        }
+        guard fstat(fd, &info) == 0 else { return .failed(ApplyFailure.from(SystemError("fstat", errno: errno, path: shown))) }
+        return .done(FileStat(info))
     }
 
     /// Renames `from` to the op's path (never replacing anything), if it still is the file planned

@@ -39,6 +39,8 @@ struct DiskOp: Sendable {
         case remove
         /// Renames `from` (below the same root) to the op's path, never replacing anything.
         case rename(from: LocalPath, expect: LocalFacts)
+        /// Gives the file at the path the remote version's mode: it holds that version's bytes already.
+        case chmod
     }
 
     var action: Action

@@ -68,6 +68,12 @@ struct Outcomes {
                 // The manifest of a large file here is kept: its chunks build the next version.
                 try store.saveManifest(asset.id, chunks: chunks)
             }
+        case .chmod:
+            guard let stat, var local = op.expect else { return }
+            // Written in place between the check and the chmod, it keeps what it was known as: the next
+            // look finds the edit and sends it.
+            if local.size == stat.size && local.mtime == stat.mtime && local.inode == stat.inode { local.observe(stat) }
+            try store.setLocal(path, local)
         case .mkdir:
             guard let stat else { return }
             try store.setLocal(path, LocalFacts(kind: .directory, mtime: stat.mtime, ctime: stat.ctime, inode: stat.inode, mode: stat.mode,

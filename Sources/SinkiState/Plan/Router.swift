@@ -62,6 +62,12 @@ struct Router {
             round.saves.append(SaveItem(path: local, recordPath: path, node: nil, base: base.value))
         case .download, .conflict(.overwriteLocal):
             guard let remote = row.remote, let kind = remote.kind else { return }
+            if kind == .file, let facts = row.local, facts.kind == .file, !facts.hash.isEmpty, facts.hash == remote.hash {
+                // The same bytes with another mode (a chmod elsewhere): no content moves.
+                round.disk.append(DiskOp(action: .chmod, path: local, recordPath: path, expect: facts, remote: remote, agree: SyncedFacts(remote),
+                                         hash: remote.hash, event: .changed))
+                return
+            }
             switch try content(path, remote) {
             case let .ready(content):
                 if row.local == nil, row.synced?.kind != nil, !context.keptAside.contains(path) {

@@ -65,7 +65,7 @@ final class FeedReader {
             let path = key.string
             guard let source = record.movedFrom, let tombstone = records[PathKey(source)], tombstone.deleted, tombstone.changeTag > record.changeTag,
                   let row = try store.row(source), row.local == nil, let synced = row.synced, let remote = row.remote else { continue }
-            let node = Node(kind: record.kind, hash: record.sha256)
+            guard let node = RemoteFacts(record).node else { continue }
             let deletedHere = remote.tag == synced.tag && remote.node == synced.node && synced.node == node
                 || remote.kind == nil && context.deletedHere[PathKey(source)] == node
             guard deletedHere else { continue }
@@ -94,7 +94,7 @@ final class FeedReader {
     /// entry before the agreement is recorded, and the version would look like a local edit again.
     private func recordOwnSave(_ path: String, _ record: Record) throws {
         guard !record.deleted else { return }
-        let node = Node(kind: record.kind, hash: record.kind == .directory ? "" : record.sha256)
+        guard let node = RemoteFacts(record).node else { return }
         let sent = try store.sent(path)
         guard sent.contains(node) else { return }
         try store.setSynced(path, SyncedFacts(RemoteFacts(record)))

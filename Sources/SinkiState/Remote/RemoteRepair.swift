@@ -56,7 +56,8 @@ extension Replica {
             let server = theirs[key].map(RemoteFacts.init), entry = mine[key]
             let path = theirs[key]?.path ?? entry!.path
             if (entry?.facts.tag ?? 0) > readThrough || (server?.tag ?? 0) > readThrough { continue }
-            if server?.liveContent != entry?.facts.liveContent {
+            // A mode counts too: `sync --verify` compares what a file is, not only its bytes.
+            if server?.liveContent != entry?.facts.liveContent || server?.perm != entry?.facts.perm {
                 mismatched.append(RemoteMismatch(path: path, server: server?.isTombstone == false ? server : nil,
                                                  here: entry?.facts.isTombstone == false ? entry?.facts : nil))
             }

@@ -86,10 +86,14 @@ enum LegacySchema {
                 try store.writeRemote(record.path, facts)
                 if let asset = record.asset, let chunks = asset.chunks { try store.saveManifest(asset.id, chunks: chunks, held: false) }
             }
-            // What the last push of a queued path carried, unanswered: the planner's `sent`.
+            try ModeSchema.fill(database)
+            // What the last push of a queued path carried, unanswered: the planner's `sent`, with the
+            // mode the disk had (a file's mode went with its content).
             try database.execute("""
-                INSERT OR IGNORE INTO sent(path, kind, hash)
-                SELECT o.path, CASE WHEN f.kind IS NULL THEN 0 ELSE f.kind END, o.sent_sha256 FROM outbox o LEFT JOIN files f ON f.path = o.path
+                INSERT OR IGNORE INTO sent(path, kind, hash, perm)
+                SELECT o.path, CASE WHEN f.kind IS NULL THEN 0 ELSE f.kind END, o.sent_sha256,
+                    CASE WHEN f.kind IS NULL OR f.kind = 0 THEN coalesce((SELECT l_perm FROM tree t WHERE t.path = o.path AND t.l_kind = 0), 0) ELSE 0 END
+                FROM outbox o LEFT JOIN files f ON f.path = o.path
                 WHERE o.sent_sha256 IS NOT NULL AND o.sent_deleted = 0;
                 """)
             try database.execute("DELETE FROM tree WHERE l_kind IS NULL AND s_tag = 0 AND s_kind IS NULL AND r_tag = 0")

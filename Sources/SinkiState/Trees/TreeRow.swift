@@ -15,11 +15,14 @@ public struct LocalFacts: Sendable, Equatable {
     public var ctime: Int64
     public var inode: UInt64
     public var mode: UInt32
+    /// The permission bits that count for syncing (`KeptMode`); 0 for what is no file.
+    public var perm: UInt32
     /// The merge type its record carries (`dir`, `symlink`, or the rule chosen by its name).
     public var type: String
 
+    /// `perm` as stored; nil: taken from `mode` through this machine's umask.
     public init(kind: RecordKind, hash: String = "", size: Int64 = 0, mtime: Int64 = 0, ctime: Int64 = 0, inode: UInt64 = 0,
-                mode: UInt32 = 0, type: String = "") {
+                mode: UInt32 = 0, type: String = "", perm: UInt32? = nil) {
         self.kind = kind
         self.hash = kind == .directory ? "" : hash
         self.size = kind == .directory ? 0 : size
@@ -27,6 +30,7 @@ public struct LocalFacts: Sendable, Equatable {
         self.ctime = ctime
         self.inode = inode
         self.mode = mode
+        self.perm = kind == .file ? perm ?? KeptMode.ofDisk(mode) : 0
         self.type = type
     }
 
@@ -62,13 +66,14 @@ public struct LocalFacts: Sendable, Equatable {
         ctime = stat.ctime
         inode = stat.inode
         mode = stat.mode
+        perm = kind == .file ? KeptMode.ofDisk(stat.mode) : 0
         if kind == .directory { hash = "" }
     }
 
     /// A file above the inline limit whose content no upload has named yet.
     public var isUnread: Bool { kind != .directory && hash.isEmpty }
 
-    public var node: Node { Node(kind: kind, hash: hash) }
+    public var node: Node { Node(kind: kind, hash: hash, perm: perm) }
 }
 
 /// The Synced tree's entry: the last version both sides agreed on, the merge base.
@@ -78,17 +83,20 @@ public struct SyncedFacts: Sendable, Equatable {
     /// nil: both sides agreed the path is deleted.
     public var kind: RecordKind?
     public var hash: String
+    /// The permission bits agreed on (`KeptMode`); 0 for what is no file.
+    public var perm: UInt32
 
-    public init(tag: Int64, kind: RecordKind?, hash: String = "") {
+    public init(tag: Int64, kind: RecordKind?, hash: String = "", perm: UInt32 = KeptMode.ofRecord(0)) {
         self.tag = tag
         self.kind = kind
         self.hash = kind == nil || kind == .directory ? "" : hash
+        self.perm = kind == .file ? perm : 0
     }
 
     /// The agreement recording `remote` as shared makes.
-    public init(_ remote: RemoteFacts) { self.init(tag: remote.tag, kind: remote.kind, hash: remote.hash) }
+    public init(_ remote: RemoteFacts) { self.init(tag: remote.tag, kind: remote.kind, hash: remote.hash, perm: remote.perm) }
 
-    public var node: Node? { kind.map { Node(kind: $0, hash: hash) } }
+    public var node: Node? { kind.map { Node(kind: $0, hash: hash, perm: perm) } }
 }
 
 /// The Remote tree's entry: the server's record as last read (feed, a save's answer, a listing),
@@ -102,6 +110,8 @@ public struct RemoteFacts: Sendable, Equatable {
     public var size: Int64
     public var type: String
     public var mode: UInt32
+    /// `mode` as it counts here (`KeptMode`); 0 for what is no file.
+    public var perm: UInt32
     public var mtime: Int64
     public var device: String
     public var movedFrom: String?
@@ -110,13 +120,14 @@ public struct RemoteFacts: Sendable, Equatable {
     public var assetIsManifest: Bool
 
     public init(tag: Int64, kind: RecordKind?, hash: String = "", size: Int64 = 0, type: String = "", mode: UInt32 = 0, mtime: Int64 = 0,
-                device: String = "", movedFrom: String? = nil, assetID: String? = nil, assetIsManifest: Bool = false) {
+                device: String = "", movedFrom: String? = nil, assetID: String? = nil, assetIsManifest: Bool = false, perm: UInt32? = nil) {
         self.tag = tag
         self.kind = kind
         self.hash = kind == nil || kind == .directory ? "" : hash
         self.size = kind == nil || kind == .directory ? 0 : size
         self.type = type
         self.mode = mode
+        self.perm = kind == .file ? perm ?? KeptMode.ofRecord(mode) : 0
         self.mtime = mtime
         self.device = device
         self.movedFrom = kind == nil ? nil : movedFrom
@@ -135,7 +146,7 @@ public struct RemoteFacts: Sendable, Equatable {
     /// The content id the record counts with in the folder digests; nil for a tombstone.
     var liveContent: String? { kind == nil ? nil : hash }
 
-    public var node: Node? { kind.map { Node(kind: $0, hash: hash) } }
+    public var node: Node? { kind.map { Node(kind: $0, hash: hash, perm: perm) } }
 
     /// The record, without content: what a write, a merge or a conflict needs to know of it. A large
     /// file's manifest is `chunks`, read from the `manifests` table by the caller.
@@ -180,10 +191,10 @@ public struct TreeRow: Sendable, Equatable {
 }
 
 extension Node {
-    /// The planner's node for a record kind and content id (a folder has none).
-    public init(kind: RecordKind, hash: String) {
+    /// The planner's node for a record kind, content id (a folder has none) and kept mode (`KeptMode`).
+    public init(kind: RecordKind, hash: String, perm: UInt32) {
         switch kind {
-        case .file: self = .file(ContentHash(hash))
+        case .file: self = .file(ContentHash(hash), FileMode(perm))
         case .directory: self = .folder
         case .symlink: self = .symlink(ContentHash(hash))
         }
@@ -197,10 +208,16 @@ extension Node {
         }
     }
 
+    /// The kept mode of a file (`KeptMode`); 0 for a folder or a symlink.
+    public var perm: UInt32 {
+        if case let .file(_, mode) = self { return mode.bits }
+        return 0
+    }
+
     /// The content id (empty for a folder).
     public var hash: String {
         switch self {
-        case let .file(hash), let .symlink(hash): return hash.hex
+        case let .file(hash, _), let .symlink(hash): return hash.hex
         case .folder: return ""
         }
     }
@@ -234,4 +251,18 @@ extension RecordKind {
         default: self = .file
         }
     }
+}
+
+/// The permission bits that count when a file's mode is compared: its `rwx` bits within this
+/// machine's umask, on every side alike, so that a peer's mode this machine cannot keep (0664 under
+/// umask 022) is not a difference sent back, and a chmod within it is a change of its own.
+public enum KeptMode {
+    /// The bits the umask lets a file have.
+    static let mask: UInt32 = 0o777 & ~UInt32(DiskWriter.umaskBits)
+
+    /// A mode on this disk.
+    public static func ofDisk(_ mode: UInt32) -> UInt32 { mode & mask }
+
+    /// A mode in a record; 0 (a writer that sent none) is a plain file's 0644.
+    public static func ofRecord(_ mode: UInt32) -> UInt32 { (mode & 0o777 == 0 ? 0o644 : mode) & mask }
 }

@@ -10,11 +10,12 @@ import SinkiSupport
 /// Hashes are empty for folders and for nothing, so that equal nodes are equal columns. A path the
 /// ignore rules leave out (`ignored`) keeps its entries but is no work: neither sent nor written.
 extension StateStore {
-    /// Local differs from Synced: a change here to send (the `local_work` index).
-    static let localDiffers = "ignored = 0 AND NOT (l_kind IS s_kind AND l_hash = s_hash)"
-    /// Remote differs from Synced (a newer tag, or other content): a change there to bring here, or
-    /// agreement to record (the `remote_work` index).
-    static let remoteDiffers = "ignored = 0 AND NOT (r_tag = s_tag AND r_kind IS s_kind AND r_hash = s_hash)"
+    /// Local differs from Synced: a change here to send (the `local_work` index). A file's kept mode
+    /// (`l_perm`, `KeptMode`) is part of what it is: a chmod alone is a change.
+    static let localDiffers = "ignored = 0 AND NOT (l_kind IS s_kind AND l_hash = s_hash AND l_perm = s_perm)"
+    /// Remote differs from Synced (a newer tag, or other content or mode): a change there to bring
+    /// here, or agreement to record (the `remote_work` index).
+    static let remoteDiffers = "ignored = 0 AND NOT (r_tag = s_tag AND r_kind IS s_kind AND r_hash = s_hash AND r_perm = s_perm)"
 
     static let treeSchema = """
         CREATE TABLE IF NOT EXISTS tree(
@@ -41,7 +42,10 @@ extension StateStore {
             r_moved_from TEXT,
             r_asset TEXT,
             r_asset_manifest INTEGER NOT NULL DEFAULT 0,
-            ignored INTEGER NOT NULL DEFAULT 0
+            ignored INTEGER NOT NULL DEFAULT 0,
+            l_perm INTEGER NOT NULL DEFAULT 0,
+            s_perm INTEGER NOT NULL DEFAULT 0,
+            r_perm INTEGER NOT NULL DEFAULT 0
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS tree_local_work ON tree(path) WHERE \(localDiffers);
         CREATE INDEX IF NOT EXISTS tree_remote_work ON tree(path) WHERE \(remoteDiffers);
@@ -50,7 +54,7 @@ extension StateStore {
         -- A peer's renames, by source: the source's delete here waits for the rename that takes it.
         CREATE INDEX IF NOT EXISTS tree_moved_from ON tree(r_moved_from) WHERE r_moved_from IS NOT NULL;
         -- New local content, by its name: a path gone from disk finds the rename made here that took it.
-        CREATE INDEX IF NOT EXISTS tree_new_content ON tree(l_hash) WHERE l_kind IN (0, 2) AND NOT (l_kind IS s_kind AND l_hash = s_hash);
+        CREATE INDEX IF NOT EXISTS tree_new_content ON tree(l_hash) WHERE l_kind IN (0, 2) AND NOT (l_kind IS s_kind AND l_hash = s_hash AND l_perm = s_perm);
         -- Local files holding a manifest's chunks, found by their content identity (large files only).
         CREATE INDEX IF NOT EXISTS tree_content ON tree(l_hash) WHERE l_kind = 0 AND l_size > \(ContentID.wholeFileLimit);
         """
@@ -63,7 +67,8 @@ extension StateStore {
             path TEXT NOT NULL,
             kind INTEGER NOT NULL,
             hash TEXT NOT NULL,
-            PRIMARY KEY(path, kind, hash)
+            perm INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY(path, kind, hash, perm)
         ) WITHOUT ROWID;
         """
 
@@ -85,10 +90,11 @@ extension StateStore {
     /// A row that counts as a file present (folders are not counted), as 0 or 1.
     private static func counted(_ row: String) -> String { "(\(row).l_kind IS NOT NULL AND \(row).l_kind != 1)" }
     private static func local(_ row: String) -> String {
-        "(\(row).ignored = 0 AND NOT (\(row).l_kind IS \(row).s_kind AND \(row).l_hash = \(row).s_hash))"
+        "(\(row).ignored = 0 AND NOT (\(row).l_kind IS \(row).s_kind AND \(row).l_hash = \(row).s_hash AND \(row).l_perm = \(row).s_perm))"
     }
     private static func remote(_ row: String) -> String {
-        "(\(row).ignored = 0 AND NOT (\(row).r_tag = \(row).s_tag AND \(row).r_kind IS \(row).s_kind AND \(row).r_hash = \(row).s_hash))"
+        "(\(row).ignored = 0 AND NOT (\(row).r_tag = \(row).s_tag AND \(row).r_kind IS \(row).s_kind AND \(row).r_hash = \(row).s_hash"
+            + " AND \(row).r_perm = \(row).s_perm))"
     }
 
     /// Per root, what `sinkid status` counts (files present and their bytes; paths whose Local, or

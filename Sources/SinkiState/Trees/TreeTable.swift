@@ -6,7 +6,8 @@ import SinkiSupport
 extension StateStore {
     static let treeColumns = """
         path, l_kind, l_hash, l_size, l_mtime, l_ctime, l_inode, l_mode, l_type, s_tag, s_kind, s_hash,
-        r_tag, r_kind, r_hash, r_size, r_type, r_mode, r_mtime, r_device, r_moved_from, r_asset, r_asset_manifest
+        r_tag, r_kind, r_hash, r_size, r_type, r_mode, r_mtime, r_device, r_moved_from, r_asset, r_asset_manifest,
+        l_perm, s_perm, r_perm
         """
 
     static func readRow(_ row: Statement, offset o: Int32 = 0) -> TreeRow {
@@ -14,18 +15,21 @@ extension StateStore {
         if !row.isNull(o + 1) {
             out.local = LocalFacts(kind: RecordKind(code: row.int64(o + 1)), hash: row.text(o + 2), size: row.int64(o + 3),
                                    mtime: row.int64(o + 4), ctime: row.int64(o + 5), inode: UInt64(bitPattern: row.int64(o + 6)),
-                                   mode: UInt32(truncatingIfNeeded: row.int64(o + 7)), type: row.text(o + 8))
+                                   mode: UInt32(truncatingIfNeeded: row.int64(o + 7)), type: row.text(o + 8),
+                                   perm: UInt32(truncatingIfNeeded: row.int64(o + 23)))
         }
         let syncedTag = row.int64(o + 9)
         if syncedTag != 0 || !row.isNull(o + 10) {
-            out.synced = SyncedFacts(tag: syncedTag, kind: row.isNull(o + 10) ? nil : RecordKind(code: row.int64(o + 10)), hash: row.text(o + 11))
+            out.synced = SyncedFacts(tag: syncedTag, kind: row.isNull(o + 10) ? nil : RecordKind(code: row.int64(o + 10)), hash: row.text(o + 11),
+                                     perm: UInt32(truncatingIfNeeded: row.int64(o + 24)))
         }
         let remoteTag = row.int64(o + 12)
         if remoteTag != 0 {
             out.remote = RemoteFacts(tag: remoteTag, kind: row.isNull(o + 13) ? nil : RecordKind(code: row.int64(o + 13)), hash: row.text(o + 14),
                                      size: row.int64(o + 15), type: row.text(o + 16), mode: UInt32(truncatingIfNeeded: row.int64(o + 17)),
                                      mtime: row.int64(o + 18), device: row.text(o + 19), movedFrom: row.optionalText(o + 20),
-                                     assetID: row.optionalText(o + 21), assetIsManifest: row.bool(o + 22))
+                                     assetID: row.optionalText(o + 21), assetIsManifest: row.bool(o + 22),
+                                     perm: UInt32(truncatingIfNeeded: row.int64(o + 25)))
         }
         return out
     }
@@ -73,14 +77,14 @@ extension StateStore {
         treeWrites &+= 1
         if let local {
             try database.run("""
-                INSERT INTO tree(path, l_kind, l_hash, l_size, l_mtime, l_ctime, l_inode, l_mode, l_type) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO tree(path, l_kind, l_hash, l_size, l_mtime, l_ctime, l_inode, l_mode, l_type, l_perm) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(path) DO UPDATE SET l_kind = excluded.l_kind, l_hash = excluded.l_hash, l_size = excluded.l_size,
                     l_mtime = excluded.l_mtime, l_ctime = excluded.l_ctime, l_inode = excluded.l_inode, l_mode = excluded.l_mode,
-                    l_type = excluded.l_type
-                """, path, local.kind.code, local.hash, local.size, local.mtime, local.ctime, local.inode, local.mode, local.type)
+                    l_type = excluded.l_type, l_perm = excluded.l_perm
+                """, path, local.kind.code, local.hash, local.size, local.mtime, local.ctime, local.inode, local.mode, local.type, local.perm)
         } else {
             try database.run("""
-                UPDATE tree SET l_kind = NULL, l_hash = '', l_size = 0, l_mtime = 0, l_ctime = 0, l_inode = 0, l_mode = 0 WHERE path = ?
+                UPDATE tree SET l_kind = NULL, l_hash = '', l_size = 0, l_mtime = 0, l_ctime = 0, l_inode = 0, l_mode = 0, l_perm = 0 WHERE path = ?
                 """, path)
             try dropIfEmpty(path)
         }
@@ -91,9 +95,9 @@ extension StateStore {
         treeWrites &+= 1
         let synced = synced ?? SyncedFacts(tag: 0, kind: nil)
         try database.run("""
-            INSERT INTO tree(path, s_tag, s_kind, s_hash) VALUES(?, ?, ?, ?)
-            ON CONFLICT(path) DO UPDATE SET s_tag = excluded.s_tag, s_kind = excluded.s_kind, s_hash = excluded.s_hash
-            """, path, synced.tag, synced.kind?.code, synced.hash)
+            INSERT INTO tree(path, s_tag, s_kind, s_hash, s_perm) VALUES(?, ?, ?, ?, ?)
+            ON CONFLICT(path) DO UPDATE SET s_tag = excluded.s_tag, s_kind = excluded.s_kind, s_hash = excluded.s_hash, s_perm = excluded.s_perm
+            """, path, synced.tag, synced.kind?.code, synced.hash, synced.perm)
         if synced.tag == 0 && synced.kind == nil { try dropIfEmpty(path) }
     }
 
@@ -102,18 +106,19 @@ extension StateStore {
         treeWrites &+= 1
         if let remote {
             try database.run("""
-                INSERT INTO tree(path, r_tag, r_kind, r_hash, r_size, r_type, r_mode, r_mtime, r_device, r_moved_from, r_asset, r_asset_manifest)
-                VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO tree(path, r_tag, r_kind, r_hash, r_size, r_type, r_mode, r_mtime, r_device, r_moved_from, r_asset, r_asset_manifest,
+                    r_perm)
+                VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(path) DO UPDATE SET r_tag = excluded.r_tag, r_kind = excluded.r_kind, r_hash = excluded.r_hash,
                     r_size = excluded.r_size, r_type = excluded.r_type, r_mode = excluded.r_mode, r_mtime = excluded.r_mtime,
                     r_device = excluded.r_device, r_moved_from = excluded.r_moved_from, r_asset = excluded.r_asset,
-                    r_asset_manifest = excluded.r_asset_manifest
+                    r_asset_manifest = excluded.r_asset_manifest, r_perm = excluded.r_perm
                 """, path, remote.tag, remote.kind?.code, remote.hash, remote.size, remote.type, remote.mode, remote.mtime, remote.device,
-                remote.movedFrom, remote.assetID, remote.assetIsManifest)
+                remote.movedFrom, remote.assetID, remote.assetIsManifest, remote.perm)
         } else {
             try database.run("""
                 UPDATE tree SET r_tag = 0, r_kind = NULL, r_hash = '', r_size = 0, r_type = '', r_mode = 0, r_mtime = 0, r_device = '',
-                    r_moved_from = NULL, r_asset = NULL, r_asset_manifest = 0 WHERE path = ?
+                    r_moved_from = NULL, r_asset = NULL, r_asset_manifest = 0, r_perm = 0 WHERE path = ?
                 """, path)
             try dropIfEmpty(path)
         }

@@ -147,7 +147,7 @@ final class Uploader {
                         try store.setLocal(item.recordPath, local)
                     }
                     bytes += record.data?.count ?? 0
-                    if !record.deleted { try store.noteSent(record.path, Node(kind: record.kind, hash: record.sha256)) }
+                    if let node = RemoteFacts(record).node { try store.noteSent(record.path, node) }
                     out.append(Outgoing(record: record))
                 case let .failure(error):
                     // Gone since it was planned (its delete event brings it back), or grown: looked at again.
