@@ -4,13 +4,13 @@ import SinkiState
 import SinkiSupport
 import SinkiTransfer
 
-/// Downloads the chunks a new version lacks, `width` at once, each checked against its name and
-/// placed by the assembler off the loop. A chunk whose bytes do not match its name twice is reported
+/// Downloads the chunks a new version lacks (or a file in flight announced), `width` at once, each
+/// checked against its name and placed by its sink off the loop. A chunk whose bytes do not match its name twice is reported
 /// to the server as damaged (it removes it if so) and the download fails with why: it is tried again
 /// later, never used.
 struct ChunkFetcher {
     let sync: SyncClient
-    let assembler: ChunkAssembler
+    let sink: any ChunkSink
     let width: Int
     /// `[transfer] max-rate` for the whole file, shared by the chunks in flight; 0: none.
     var maxRate: Int64 = 0
@@ -26,7 +26,7 @@ struct ChunkFetcher {
     func run(_ names: [String], received: (Int64) -> Void, isolation: isolated (any Actor)? = #isolation) async throws -> Outcome {
         if names.isEmpty { return Outcome() }
         let bound = LoopBound(sync, loop: sync.http.loop)
-        let assembler = self.assembler
+        let sink = self.sink
         let rate = maxRate > 0 ? max(1, maxRate / Int64(max(1, min(width, names.count)))) : nil
         var failure: ApplyFailure?
         try await withThrowingTaskGroup(of: (String, Result<Int64, ApplyFailure>).self) { group in
@@ -34,7 +34,7 @@ struct ChunkFetcher {
             func start() {
                 let name = names[next]
                 next += 1
-                group.addTask { [isolation] in (name, try await Self.fetch(bound, name, into: assembler, maxRate: rate, isolation: isolation)) }
+                group.addTask { [isolation] in (name, try await Self.fetch(bound, name, into: sink, maxRate: rate, isolation: isolation)) }
             }
             while next < min(width, names.count) { start() }
             while let (_, result) = try await group.next() {
@@ -49,7 +49,7 @@ struct ChunkFetcher {
     }
 
     /// One chunk: fetched, checked and placed; a second try if the bytes were wrong, then a report.
-    private static func fetch(_ client: LoopBound<SyncClient>, _ name: String, into assembler: ChunkAssembler, maxRate: Int64?,
+    private static func fetch(_ client: LoopBound<SyncClient>, _ name: String, into sink: any ChunkSink, maxRate: Int64?,
                               isolation: isolated (any Actor)?) async throws -> Result<Int64, ApplyFailure> {
         for _ in 0..<2 {
             let answer: Result<[UInt8], SyncError>
@@ -60,7 +60,7 @@ struct ChunkFetcher {
             case let .failure(error):
                 throw error
             case let .success(bytes):
-                if try await Blocking.run({ try assembler.place(bytes, name: name) }) { return .success(Int64(bytes.count)) }
+                if try await Blocking.run({ try sink.place(bytes, name: name) }) { return .success(Int64(bytes.count)) }
             }
         }
         let removed = (try? await client.value.reportDamagedChunk(name)) ?? false

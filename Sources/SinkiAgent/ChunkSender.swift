@@ -17,6 +17,8 @@ struct ChunkSender {
     let width: Int
     /// Bytes of the file read so far, and of them sent as new chunks.
     let progress: (Int64, Int64) -> Void
+    /// Tells the server each batch's chunks once they are there, for receivers to fetch meanwhile.
+    var announcer: InFlightAnnouncer?
 
     /// About this much of the file per batch: one missing-chunks request each. Two batches are in memory
     /// at once (one sent while the next is read), with the copies the transfer makes.
@@ -42,6 +44,10 @@ struct ChunkSender {
         progress(read, 0)
         var reading = Task { try await Blocking.run { try reader.next(maxBytes: Self.batchBytes) } }
         defer { reading.cancel() }
+        // A file of one batch gains nothing from being announced: its record follows at once.
+        let announcer = source.size > Int64(Self.batchBytes) ? self.announcer : nil
+        var finished = false
+        defer { if !finished { announcer?.abandon() } }
         while true {
             let batch = try await reading.value
             if batch.isEmpty { break }
@@ -60,6 +66,7 @@ struct ChunkSender {
                 progress(read, sentNow)
             })
             chunks += batch.map(\.ref)
+            announcer?.announce(chunks)
             if let whole { for piece in batch { whole.update(piece.bytes) } }
             read += batch.reduce(0) { $0 + $1.ref.size }
             progress(read, newBytes)
@@ -73,6 +80,8 @@ struct ChunkSender {
         guard let manifest = ContentID.manifestHash(hex: chunks.map { ($0.sha256, $0.size) }) else {
             throw UploadSuperseded(path: source.path)
         }
+        await announcer?.settle()
+        finished = true
         let waits = try await replica.uploadFinished(source, chunks: chunks, manifest: manifest, content: whole?.finishHex())
         return Outcome(chunks: chunks.count, bytes: newBytes, recordWaits: waits)
     }
