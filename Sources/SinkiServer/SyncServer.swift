@@ -13,6 +13,10 @@ public struct ServerLimits: Sendable, Equatable {
     /// Connections one client address may hold open at once (0: no cap). Behind a proxy
     /// (`--behind-proxy`) every connection comes from the proxy: there the cap is the proxy's to set.
     public var maxConnectionsPerAddress = 128
+    /// Seconds a connection has to send a whole request head (request line and headers) from its
+    /// accept, or from the end of its previous request when kept alive; a late one is closed before
+    /// its token is read (0: no deadline, only libmicrohttpd's idle timeout).
+    public var headDeadlineSeconds = 10.0
     /// Most records in one modify batch.
     public var maxBatchRecords = 10_000
     /// Records per feed or look-up page: the default, and the most a client may ask for.
@@ -63,7 +67,8 @@ public struct ServerConfiguration: Sendable {
     /// kept by its hash with full scope.
     public var tokens: [String: ServerIdentity]?
     public var limits: ServerLimits
-    /// An idle keep-alive connection is closed after this many seconds (a parked long-poll is not idle).
+    /// A connection idle this many seconds in the middle of a request (a body, an answer) is closed (a
+    /// parked long-poll is not idle); between requests `ServerLimits.headDeadlineSeconds` holds.
     public var connectionTimeoutSeconds: Int
     /// How long `stop()` waits for parked long-polls to be answered before it closes them.
     public var stopGraceSeconds: Double
@@ -335,6 +340,10 @@ public final class SyncServer: Sendable {
     var liveRequests: Int { running?.liveRequestCount ?? 0 }
     /// Bytes of buffered request bodies held now (`ServerLimits.maxBufferedBodyBytes`).
     var bufferedBodyBytes: Int { running?.bufferedBodyBytes ?? 0 }
+
+    /// Connections cut for a late request head, and connections open now.
+    var lateHeadsCut: Int { running?.heads.cut ?? 0 }
+    var openConnections: Int { running?.heads.followed ?? 0 }
 
     private var running: HTTPServer? {
         phase.withLock { phase in

@@ -59,6 +59,8 @@ final class HTTPServer: Sendable {
     private let mhdLines = LogThrottle()
     /// Bytes of buffered bodies held at once, server-wide.
     private let bodies: BodyBudget
+    /// Connections whose request head is due, cut when it is late.
+    let heads: HeadDeadlines
     /// Paths below which `X-HTTP-Method-Override` replaces the request's method (tus asks for it).
     private let methodOverridePrefixes: [String]
     let hub: WaiterHub
@@ -85,6 +87,7 @@ final class HTTPServer: Sendable {
         longPolls = LongPollQuota(perToken: limits.maxLongPollsPerToken, perUser: limits.maxLongPollsPerUser)
         bodies = BodyBudget(limit: limits.maxBufferedBodyBytes)
         maxConnectionsPerAddress = limits.maxConnectionsPerAddress
+        heads = HeadDeadlines(seconds: limits.headDeadlineSeconds, logger: logger)
         self.methodOverridePrefixes = methodOverridePrefixes
         self.authenticator = authenticator
         self.hub = hub
@@ -122,13 +125,23 @@ final class HTTPServer: Sendable {
                     return server.handle(Connection(raw: connection!), url: url, method: method, upload: upload,
                                          uploadSize: uploadSize!, context: context!)
                 }, retained.toOpaque(),
-                { cls, _, context, termination in
+                { cls, connection, context, termination in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    if let connection { server.heads.requestEnded(connection) }
                     server.completed(context: context, termination: termination)
                 }, retained.toOpaque(),
                 { cls, uri, _ in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
                     return server.arrived(rawTarget: uri.map { String(cString: $0) } ?? "")
+                }, retained.toOpaque(),
+                { cls, connection, _, event in
+                    let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    guard let connection else { return }
+                    switch event {
+                    case .CONNECTION_NOTIFY_STARTED: server.heads.opened(connection, socket: sinki_mhd_connection_fd(connection))
+                    case .CONNECTION_NOTIFY_CLOSED: server.heads.closed(connection)
+                    default: break
+                    }
                 }, retained.toOpaque(),
                 UInt32(max(0, maxConnectionsPerAddress)),
                 logTarget)
@@ -175,6 +188,7 @@ final class HTTPServer: Sendable {
         let context = Unmanaged<RequestContext>.fromOpaque(slot.pointee!).takeUnretainedValue()
         if !context.begun {
             context.begun = true
+            heads.headArrived(connection.raw)
             context.method = method.map { String(cString: $0) } ?? ""
             context.path = url.map { String(cString: $0) } ?? ""
             return begin(context, connection)
