@@ -33,7 +33,8 @@ public struct ServerLimits: Sendable, Equatable {
     /// the large profile cuts.
     public var maxManifestChunks = 262_144
     /// Requests a second each device token may send on average (a token bucket; 0: no limit), and how
-    /// many at once beyond that; more answer `429 rate-limited` with `Retry-After`.
+    /// many at once beyond that; more answer `429 rate-limited` with `Retry-After`. Each MiB a request
+    /// sends or receives counts as one more (`RateLimiter`).
     public var requestsPerSecond: Double = 200
     public var requestBurst = 1_000
     /// Long-polls one token may hold open at once (`429` beyond).

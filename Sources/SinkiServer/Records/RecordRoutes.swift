@@ -12,16 +12,20 @@ struct ModifyRoute: Route {
     func begin(_ request: Request) throws -> BodyPolicy {
         try request.requireWritable()
         try request.requireJSON()
-        return .buffer(limit: limits.maxBodyBytes)
+        return .parse(limit: limits.maxBodyBytes, ModifyBody(limits: ModifyRequestReader.Limits(
+            maxRecords: limits.maxBatchRecords, maxRecordBytes: Self.maxRecordBytes(limits), maxEnvelopeBytes: 1 << 20)))
+    }
+
+    /// The most JSON one record of a batch can take and still be saved: inline content of the largest
+    /// size, in base64, or a manifest of the most chunks (each `["<64 hex>",SIZE]`), and its fields.
+    static func maxRecordBytes(_ limits: ServerLimits) -> Int {
+        let data = Int(ModifyValidator.compressedBound(Int64(limits.maxInlineBytes))) / 3 * 4 + 4
+        return max(data, limits.maxManifestChunks * 96) + (1 << 20)
     }
 
     func respond(to request: Request) throws -> Reply {
-        let batch: ModifyRequest
-        do {
-            batch = try ModifyRequest.parse(request.body)
-        } catch {
-            throw Problem(.badJSON, detail: "\(error)")
-        }
+        guard let body = request.parser as? ModifyBody else { throw Problem(.internalError, detail: "bug: a modify request without its body") }
+        let batch = try body.finish()
         guard batch.records.count <= limits.maxBatchRecords else {
             throw Problem(.tooLarge, detail: "a batch holds at most \(limits.maxBatchRecords) records; this one has \(batch.records.count)")
         }
@@ -215,5 +219,25 @@ extension Request {
 extension String {
     var trimmingSpaces: String {
         String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+    }
+}
+
+/// A modify batch read as it arrives (`ModifyRequestReader`): what is wrong with it is a `Problem`.
+final class ModifyBody: BodyParser {
+    private var reader: ModifyRequestReader
+
+    init(limits: ModifyRequestReader.Limits) { reader = ModifyRequestReader(limits: limits) }
+
+    func take(_ chunk: UnsafeRawBufferPointer) throws {
+        do { try reader.take(chunk) } catch { throw Self.problem(error) }
+    }
+
+    func finish() throws -> ModifyRequest {
+        do { return try reader.finish() } catch { throw Self.problem(error) }
+    }
+
+    private static func problem(_ error: any Error) -> Problem {
+        if let limit = error as? BatchLimitError { return Problem(.tooLarge, detail: limit.message) }
+        return Problem(.badJSON, detail: "\(error)")
     }
 }
