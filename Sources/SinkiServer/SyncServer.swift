@@ -197,8 +197,8 @@ public final class SyncServer: Sendable {
             // Behind a proxy every connection comes from it: a cap per address would cap everyone.
             if configuration.behindProxy { limits.maxConnectionsPerAddress = 0 }
             router.add("POST", Routes.modify, ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads, chunks: chunks))
-            router.add("GET", Routes.changes, ChangesRoute(store: store, limits: limits))
-            router.add("GET", Routes.records, LookupRoute(store: store, limits: limits))
+            router.add("GET", Routes.changes, ChangesRoute(store: store, limits: limits, chunks: chunks))
+            router.add("GET", Routes.records, LookupRoute(store: store, limits: limits, chunks: chunks))
             router.add("GET", Routes.digests, DigestRoute(store: store))
             let revocations = Revocations(hub: hub)
             router.add("POST", Routes.tokens, MintTokenRoute(accounts: store, limits: limits))
@@ -216,7 +216,7 @@ public final class SyncServer: Sendable {
             router.addPrefix("GET", Routes.assets, AssetRoute(store: uploads, records: store, chunks: chunks))
             router.add("POST", Routes.missingChunks, MissingChunksRoute(chunks: chunks))
             router.addPrefix("GET", Routes.chunks, ChunkGetRoute(chunks: chunks))
-            router.addPrefix("DELETE", Routes.chunks, ChunkDeleteRoute(chunks: chunks))
+            router.addPrefix("DELETE", Routes.chunks, ChunkDeleteRoute(chunks: chunks, store: store, hub: hub, logger: logger))
             let authenticator = Authenticator(accounts: configuration.authentication == .tokens ? store : nil)
             let http = HTTPServer(router: router, authenticator: authenticator, hub: hub, logger: logger,
                                   methodOverridePrefixes: [String(TusEndpoint.path.dropLast())], revocations: revocations, limits: limits)

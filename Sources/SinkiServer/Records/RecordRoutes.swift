@@ -68,7 +68,10 @@ struct ModifyRoute: Route {
             case let .saved(record):
                 results[index] = ModifyResult(path: record.path, status: .saved, record: record)
                 savedAny = true
-            case let .conflict(record):
+            case var .conflict(record):
+                var flagged = [record]
+                chunks.flagIncomplete(&flagged, user: user)
+                record = flagged[0]
                 results[index] = ModifyResult(path: record.path, status: .conflict, record: record)
             case var .refused(problem):
                 problem.requestId = request.requestID
@@ -121,6 +124,8 @@ struct ModifyRoute: Route {
 struct ChangesRoute: Route {
     let store: any RecordStore
     let limits: ServerLimits
+    /// Which chunks went as damaged: records naming them are answered incomplete.
+    let chunks: ChunkStore
 
     func respond(to request: Request) throws -> Reply {
         let since = try ChangeToken.parse(try request.query("since"), storeID: store.storeID)
@@ -140,9 +145,11 @@ struct ChangesRoute: Route {
         let prefix = request.scopePrefix
         // A writer already has the content of its own records: the feed it reads leaves it out.
         let omitDataFrom = try request.query("omitDataFrom").flatMap { $0.isEmpty ? nil : $0 }
+        let chunks = self.chunks
         func page(_ batch: ChangeBatch) -> Response {
             let token = ChangeToken(storeID: since.storeID, tag: batch.lastTag)
             var records = batch.records
+            chunks.flagIncomplete(&records, user: user)
             if let omitDataFrom {
                 for index in records.indices where records[index].device == omitDataFrom { records[index].data = nil }
             }
@@ -164,6 +171,7 @@ struct ChangesRoute: Route {
 struct LookupRoute: Route {
     let store: any RecordStore
     let limits: ServerLimits
+    let chunks: ChunkStore
 
     func respond(to request: Request) throws -> Reply {
         var prefix = try request.query("path")
@@ -179,7 +187,7 @@ struct LookupRoute: Route {
         let head = ChangeToken(storeID: store.storeID, tag: try store.headTag(user: user))
         let floor = try store.historyFloor()
         // A prefix outside the token's answers like one that holds nothing; a wider one is narrowed.
-        let listing: RecordListing
+        var listing: RecordListing
         switch ScopedPrefix.narrow(asked: prefix, scope: request.scopePrefix) {
         case .disjoint:
             listing = RecordListing(records: [], more: false)
@@ -188,6 +196,7 @@ struct LookupRoute: Route {
                                         limit: PageLimit(records: count, dataBytes: limits.maxPageDataBytes),
                                         includeData: includeData)
         }
+        chunks.flagIncomplete(&listing.records, user: user)
         return .response(.json(RecordPage(records: listing.records, token: head.text, more: listing.more, floor: floor).jsonBytes))
     }
 
