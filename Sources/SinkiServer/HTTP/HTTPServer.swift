@@ -132,8 +132,9 @@ final class HTTPServer: Sendable {
                     if let connection { server.heads.requestEnded(connection) }
                     server.completed(context: context, termination: termination)
                 }, retained.toOpaque(),
-                { cls, uri, _ in
+                { cls, uri, connection in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    if let connection { server.heads.lineArrived(connection) }
                     return server.arrived(rawTarget: uri.map { String(cString: $0) } ?? "")
                 }, retained.toOpaque(),
                 { cls, connection, _, event in

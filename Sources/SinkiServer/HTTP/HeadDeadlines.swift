@@ -19,6 +19,10 @@ final class HeadDeadlines: Sendable {
         let socket: Int32
         /// Monotonic nanoseconds; nil while a request's head is in and the request runs.
         var deadline: Int64?
+        /// A request ended on it: a cut with nothing of the next head in is an idle keep-alive close.
+        var served = false
+        /// The request line of the head now due is in.
+        var lineIn = false
     }
 
     private struct State {
@@ -54,6 +58,11 @@ final class HeadDeadlines: Sendable {
         }
     }
 
+    /// The request line of the connection's next request is in (its headers may still be coming).
+    func lineArrived(_ connection: OpaquePointer) {
+        state.withLock { $0.connections[Self.key(connection)]?.lineIn = true }
+    }
+
     /// The head of the connection's request is in: no deadline while the request runs.
     func headArrived(_ connection: OpaquePointer) {
         state.withLock { $0.connections[Self.key(connection)]?.deadline = nil }
@@ -61,7 +70,11 @@ final class HeadDeadlines: Sendable {
 
     /// The connection's request ended; on a kept-alive connection the next head is due.
     func requestEnded(_ connection: OpaquePointer) {
-        state.withLock { arm(Self.key(connection), in: &$0) }
+        state.withLock { state in
+            state.connections[Self.key(connection)]?.served = true
+            state.connections[Self.key(connection)]?.lineIn = false
+            arm(Self.key(connection), in: &state)
+        }
     }
 
     /// libmicrohttpd is about to close `connection`'s socket: forget it first.
@@ -88,6 +101,8 @@ final class HeadDeadlines: Sendable {
 
     /// Shuts every connection past its deadline, and schedules the next sweep for the earliest left.
     private func sweep() {
+        // Cuts worth a line: a head begun and not finished, or none at all on a new connection. A
+        // kept-alive connection idle past the deadline is closed without a word, as servers do.
         let cut = state.withLock { state -> Int in
             state.sweepAt = nil
             let now = Clock.monotonic()
@@ -101,7 +116,7 @@ final class HeadDeadlines: Sendable {
                     // Under the lock: libmicrohttpd cannot close this socket before `closed` has run.
                     shutdown(entry.socket, Int32(SHUT_RDWR))
                     state.connections[key]?.deadline = nil
-                    cut += 1
+                    if entry.lineIn || !entry.served { cut += 1 }
                 } else {
                     next = min(next ?? deadline, deadline)
                 }
