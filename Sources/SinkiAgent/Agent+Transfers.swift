@@ -150,6 +150,8 @@ extension Agent {
                 self.assumeIsolated { $0.transfers.progress(key, done: total > 0 ? size - total + done : done) }
             })
             logger.debug("downloaded \(quoted(fetch.path)): \(size) bytes, \(received) received now")
+            // An earlier failure of this path is over (a later version came whole).
+            transfers.failed[key] = nil
         } catch .cancelled {
             throw CancellationError()
         } catch {
@@ -206,6 +208,8 @@ extension Agent {
             }
             try await Blocking.run { try assembler.finish() }
             logger.debug("downloaded \(quoted(fetch.path)): \(asset.size) bytes, \(received) received now, \(local) from chunks already here")
+            // An earlier failure of this path is over (a version sent again after a damaged chunk, say).
+            transfers.failed[key] = nil
             return nil
         } catch let error as SyncError {
             if case .transport = error { disconnected(error) }

@@ -80,7 +80,7 @@ enum Help {
           --tokens FILE        imports tokens, one "TOKEN USER DEVICE" per line (users made as needed)
           --insecure-no-auth   serve without tokens: everyone is one user; loopback addresses only
           --rate-limit N       requests a second per device token, as many at once (default 200, burst 1000;
-                               0: none); beyond it 429 with Retry-After
+                               0: none), each MiB sent or received counting as one; beyond, 429 with Retry-After
           --public-url URL     where clients reach the server (https://sync.example.org): URLs given out use it
           --behind-proxy       a proxy in front (TLS): URLs given out follow X-Forwarded-Proto and -Host
           --device NAME        token add: the device the token is for

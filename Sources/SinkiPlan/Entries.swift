@@ -99,13 +99,18 @@ public struct RemoteEntry: Sendable, Equatable {
     /// saw, not an edit against it, even if this agent never recorded agreeing on it (its own save
     /// whose answer was lost, or the same rename made here and by a peer).
     public var replaced: Node?
+    /// The server lacks chunks of this version's content (the record's `incomplete`): it cannot be
+    /// fetched, and a device holding the content sends it again.
+    public var incomplete: Bool
 
-    public init(tag: ChangeTag, node: Node?, modifiedAt: Int64 = 0, movedFrom: RecordPath? = nil, replaced: Node? = nil) {
+    public init(tag: ChangeTag, node: Node?, modifiedAt: Int64 = 0, movedFrom: RecordPath? = nil, replaced: Node? = nil,
+                incomplete: Bool = false) {
         self.tag = tag
         self.node = node
         self.modifiedAt = modifiedAt
         self.movedFrom = movedFrom
         self.replaced = replaced
+        self.incomplete = incomplete
     }
 
     /// What the server says of a path it never held.

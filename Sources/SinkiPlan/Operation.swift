@@ -56,6 +56,9 @@ public enum Wait: Sendable, Equatable {
     case parentFirst
     /// A folder is deleted or replaced only once what is below it has gone.
     case childrenFirst
+    /// The server lacks chunks of the remote version (removed as damaged): a device that holds the
+    /// content sends it again first, and that version comes down.
+    case contentFirst
 }
 
 /// The next step for one path. Each case says what the executor does and, on success, what it

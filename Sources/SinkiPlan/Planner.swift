@@ -18,6 +18,12 @@ public enum Planner {
         if state.below.remoteKept, local?.isFolder != true, !typeChangeThere {
             return makeRoom(state, local: local, remote: remote, synced: synced)
         }
+        // Row 1c: the server lost chunks of its version (removed as damaged) and this device holds the
+        // content: it sends it again, as it is, over that version; the chunk upload brings the chunks
+        // back. Devices without it wait for that version (`pull`, `settle`).
+        if remote.incomplete, let node = remote.node, local == node {
+            return .upload(Upload(path: state.path, node: node, base: remote.tag))
+        }
         // Row 1: both sides hold the same thing; only Synced may lag.
         if local == remote.node {
             if entries.isSynced { return .nothing }
@@ -102,6 +108,7 @@ public enum Planner {
         if local == nil, let source = remoteMove(state, remote: remote, node: remoteNode) {
             return .renameLocal(from: source, to: path, remote: remote)
         }
+        if remote.incomplete { return .wait(.contentFirst) }
         return .download(Download(path: path, remote: remote, expecting: local))
     }
 
@@ -119,6 +126,8 @@ public enum Planner {
             if let parent = state.parent, parent.local?.node != .folder { return .wait(.parentFirst) }
             return .conflict(.overwriteLocal(Download(path: path, remote: remote, expecting: local)))
         }
+        // A merge reads the remote version: it waits for one the server holds whole.
+        if remote.incomplete { return .wait(.contentFirst) }
         let localWins: Bool
         let keepLoser: Bool
         switch state.rule {

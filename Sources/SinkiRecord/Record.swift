@@ -76,6 +76,10 @@ public struct Record: Sendable, Equatable {
     /// The path this content was renamed from: the server copies the content of the record there,
     /// and a peer that has that file unchanged renames it instead of writing it again.
     public var movedFrom: String?
+    /// Set by the server on a record whose manifest names a chunk it no longer holds (removed as
+    /// damaged): a device that holds the content sends it again; the others wait for that version.
+    /// Never stored as sent: the server says it as it answers.
+    public var incomplete = false
 
     public init(path: String, type: String = Record.defaultType, data: [UInt8]? = nil, asset: Asset? = nil,
                 deleted: Bool = false, changeTag: Int64 = 0, baseTag: Int64 = 0, size: Int64 = 0,

@@ -29,6 +29,7 @@ extension Record {
             writer.endObject()
         }
         writer.field("deleted", deleted ? 1 : 0)
+        if incomplete { writer.field("incomplete", 1) }
         writer.field("changeTag", changeTag)
         writer.field("baseTag", baseTag)
         writer.field("size", size)
@@ -68,6 +69,10 @@ extension Record {
                 let value = try reader.readInt64()
                 guard value == 0 || value == 1 else { throw RecordFieldError(field: "deleted", message: "must be 0 or 1") }
                 record.deleted = value == 1
+            case "incomplete":
+                let value = try reader.readInt64()
+                guard value == 0 || value == 1 else { throw RecordFieldError(field: "incomplete", message: "must be 0 or 1") }
+                record.incomplete = value == 1
             case "changeTag": record.changeTag = try reader.readInt64()
             case "baseTag": record.baseTag = reader.readNull() ? 0 : try reader.readInt64()
             case "size": record.size = try reader.readInt64()

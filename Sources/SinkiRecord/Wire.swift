@@ -14,21 +14,11 @@ public struct ModifyRequest: Sendable, Equatable {
         return writer.bytes
     }
 
+    /// Reads a whole batch at once (the server reads one as it arrives: `ModifyRequestReader`).
     public static func parse(_ bytes: [UInt8]) throws -> ModifyRequest {
-        var reader = JSONReader(bytes)
-        var records: [Record]?
-        try reader.readObject { reader, key in
-            if key == "records" {
-                var list: [Record] = []
-                try reader.readArray { reader in list.append(try Record.read(from: &reader)) }
-                records = list
-            } else {
-                try reader.skipValue()
-            }
-        }
-        try reader.finish()
-        guard let records else { throw RecordFieldError(field: "records", message: "missing") }
-        return ModifyRequest(records: records)
+        var reader = ModifyRequestReader()
+        try bytes.withUnsafeBytes { try reader.take($0) }
+        return try reader.finish()
     }
 }
 

@@ -13,6 +13,10 @@ public struct ServerLimits: Sendable, Equatable {
     /// Connections one client address may hold open at once (0: no cap). Behind a proxy
     /// (`--behind-proxy`) every connection comes from the proxy: there the cap is the proxy's to set.
     public var maxConnectionsPerAddress = 128
+    /// Seconds a connection has to send a whole request head (request line and headers) from its
+    /// accept, or from the end of its previous request when kept alive; a late one is closed before
+    /// its token is read (0: no deadline, only libmicrohttpd's idle timeout).
+    public var headDeadlineSeconds = 10.0
     /// Most records in one modify batch.
     public var maxBatchRecords = 10_000
     /// Records per feed or look-up page: the default, and the most a client may ask for.
@@ -29,7 +33,8 @@ public struct ServerLimits: Sendable, Equatable {
     /// the large profile cuts.
     public var maxManifestChunks = 262_144
     /// Requests a second each device token may send on average (a token bucket; 0: no limit), and how
-    /// many at once beyond that; more answer `429 rate-limited` with `Retry-After`.
+    /// many at once beyond that; more answer `429 rate-limited` with `Retry-After`. Each MiB a request
+    /// sends or receives counts as one more (`RateLimiter`).
     public var requestsPerSecond: Double = 200
     public var requestBurst = 1_000
     /// Long-polls one token may hold open at once (`429` beyond).
@@ -63,7 +68,8 @@ public struct ServerConfiguration: Sendable {
     /// kept by its hash with full scope.
     public var tokens: [String: ServerIdentity]?
     public var limits: ServerLimits
-    /// An idle keep-alive connection is closed after this many seconds (a parked long-poll is not idle).
+    /// A connection idle this many seconds in the middle of a request (a body, an answer) is closed (a
+    /// parked long-poll is not idle); between requests `ServerLimits.headDeadlineSeconds` holds.
     public var connectionTimeoutSeconds: Int
     /// How long `stop()` waits for parked long-polls to be answered before it closes them.
     public var stopGraceSeconds: Double
@@ -192,9 +198,9 @@ public final class SyncServer: Sendable {
             if configuration.behindProxy { limits.maxConnectionsPerAddress = 0 }
             let inflight = InFlightBoard()
             router.add("POST", Routes.modify, ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads, chunks: chunks, inflight: inflight))
-            router.add("GET", Routes.changes, ChangesRoute(store: store, limits: limits, inflight: inflight))
+            router.add("GET", Routes.changes, ChangesRoute(store: store, limits: limits, inflight: inflight, chunks: chunks))
             router.add("POST", Routes.inflight, InFlightRoute(board: inflight, hub: hub))
-            router.add("GET", Routes.records, LookupRoute(store: store, limits: limits))
+            router.add("GET", Routes.records, LookupRoute(store: store, limits: limits, chunks: chunks))
             router.add("GET", Routes.digests, DigestRoute(store: store))
             let revocations = Revocations(hub: hub)
             router.add("POST", Routes.tokens, MintTokenRoute(accounts: store, limits: limits))
@@ -212,7 +218,7 @@ public final class SyncServer: Sendable {
             router.addPrefix("GET", Routes.assets, AssetRoute(store: uploads, records: store, chunks: chunks))
             router.add("POST", Routes.missingChunks, MissingChunksRoute(chunks: chunks))
             router.addPrefix("GET", Routes.chunks, ChunkGetRoute(chunks: chunks))
-            router.addPrefix("DELETE", Routes.chunks, ChunkDeleteRoute(chunks: chunks))
+            router.addPrefix("DELETE", Routes.chunks, ChunkDeleteRoute(chunks: chunks, store: store, hub: hub, logger: logger))
             let authenticator = Authenticator(accounts: configuration.authentication == .tokens ? store : nil)
             let http = HTTPServer(router: router, authenticator: authenticator, hub: hub, logger: logger,
                                   methodOverridePrefixes: [String(TusEndpoint.path.dropLast())], revocations: revocations, limits: limits)
@@ -337,6 +343,10 @@ public final class SyncServer: Sendable {
     var liveRequests: Int { running?.liveRequestCount ?? 0 }
     /// Bytes of buffered request bodies held now (`ServerLimits.maxBufferedBodyBytes`).
     var bufferedBodyBytes: Int { running?.bufferedBodyBytes ?? 0 }
+
+    /// Connections cut for a late request head, and connections open now.
+    var lateHeadsCut: Int { running?.heads.cut ?? 0 }
+    var openConnections: Int { running?.heads.followed ?? 0 }
 
     private var running: HTTPServer? {
         phase.withLock { phase in

@@ -12,7 +12,7 @@ public final class StateStore {
     /// what it read is still current, and the scheduler whether a round saw everything.
     public internal(set) var treeWrites = 0
 
-    static let schemaVersion = 11
+    static let schemaVersion = 12
 
     public init(path: String) throws {
         self.path = path
@@ -27,8 +27,10 @@ public final class StateStore {
             // The release before the three trees: its tables are brought to schema 9 first, then
             // turned into trees (`LegacySchema`), in one transaction.
             try LegacySchema.upgrade(self, from: version)
-        } else if version == 10 {
-            try ModeSchema.upgrade(self)
+        } else if version == 10 || version == 11 {
+            if version == 10 { try ModeSchema.upgrade(self) }
+            // Schema 12: whether the server lacked chunks of the Remote version (issue 24 item 2).
+            try transaction { try database.execute("ALTER TABLE tree ADD COLUMN r_incomplete INTEGER NOT NULL DEFAULT 0") }
         } else {
             try transaction {
                 try database.execute(Self.treeSchema + Self.sentSchema + Self.rootTotalsSchema + Self.tusUploadsSchema + Self.conflictsSchema

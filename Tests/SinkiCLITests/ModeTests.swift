@@ -78,6 +78,7 @@ import Testing
             DROP INDEX tree_local_work; DROP INDEX tree_remote_work; DROP INDEX tree_new_content;
             DROP TRIGGER tree_counted_in; DROP TRIGGER tree_counted_out; DROP TRIGGER tree_counted_again;
             ALTER TABLE tree DROP COLUMN l_perm; ALTER TABLE tree DROP COLUMN s_perm; ALTER TABLE tree DROP COLUMN r_perm;
+            ALTER TABLE tree DROP COLUMN r_incomplete;
             CREATE INDEX tree_local_work ON tree(path) WHERE ignored = 0 AND NOT (l_kind IS s_kind AND l_hash = s_hash);
             CREATE INDEX tree_remote_work ON tree(path) WHERE ignored = 0 AND NOT (r_tag = s_tag AND r_kind IS s_kind AND r_hash = s_hash);
             CREATE INDEX tree_new_content ON tree(l_hash) WHERE l_kind IN (0, 2) AND NOT (l_kind IS s_kind AND l_hash = s_hash);

@@ -45,6 +45,25 @@ import Testing
             == .download(Download(path: path, remote: remote(3, a), expecting: nil)))
     }
 
+    /// Row 1c: a version whose chunks the server lost (removed as damaged: the record says
+    /// `incomplete`) is sent again by a device that holds its content, agreed on or not; a device
+    /// without it waits for that version rather than fetch what cannot be fetched; a local edit still
+    /// goes over it (issue 24 item 2).
+    @Test func anIncompleteVersionIsSentAgainByItsHolderAndWaitedForByTheOthers() {
+        var lost = remote(9, a)
+        lost.incomplete = true
+        #expect(Planner.plan(state(remote: lost, local: a, synced: synced(5, a))) == .upload(Upload(path: path, node: a, base: ChangeTag(9))))
+        #expect(Planner.plan(state(remote: lost, local: a, synced: synced(9, a))) == .upload(Upload(path: path, node: a, base: ChangeTag(9))))
+        #expect(Planner.plan(state(remote: lost, local: a, synced: nil)) == .upload(Upload(path: path, node: a, base: ChangeTag(9))))
+        #expect(Planner.plan(state(remote: lost, local: nil, synced: nil)) == .wait(.contentFirst))
+        #expect(Planner.plan(state(remote: lost, local: b, synced: synced(5, b))) == .wait(.contentFirst))
+        #expect(Planner.plan(state(remote: lost, local: c, synced: synced(5, b))) == .wait(.contentFirst))
+        #expect(Planner.plan(state(remote: lost, local: c, synced: synced(9, a))) == .upload(Upload(path: path, node: c, base: ChangeTag(9))))
+        // Whole again, it is an ordinary version.
+        #expect(Planner.plan(state(remote: remote(10, a), local: nil, synced: nil))
+            == .download(Download(path: path, remote: remote(10, a), expecting: nil)))
+    }
+
     @Test func anEditBeatsADelete() {
         // Edited here, deleted there: sent again over the tombstone.
         #expect(Planner.plan(state(remote: remote(7, nil), local: b, synced: synced(5, a)))

@@ -44,6 +44,33 @@ import Testing
         #expect(try fixture.request("GET", Routes.changes, token: token.secret).status == 429)
     }
 
+    /// Bytes count as well as requests (issue 24 item 4): each MiB a request carries in or out costs as
+    /// much as a request, taken as it moves, so two requests carrying 6 MiB each empty a bucket of 4
+    /// that two bare requests would not; the body in progress is never cut, the token's next request
+    /// waits, and another token's bucket is its own.
+    @Test func bytesInAndOutCountAgainstTheTokensRate() throws {
+        let fixture = try ServerFixture.withAccounts { configuration in
+            configuration.limits.requestsPerSecond = 0.5
+            configuration.limits.requestBurst = 4
+        }
+        let uploader = try fixture.issue(user: "alice")
+        let reader = try fixture.issue(user: "alice", device: "reader")
+        let bytes = randomBytes(6 << 20)
+        // In: one upload of 6 MiB, taken whole, leaves the bucket 2 below empty.
+        let id = try fixture.upload(bytes, token: uploader)
+        let refused = try fixture.request("GET", Routes.changes, token: uploader.secret)
+        #expect(refused.status == 429)
+        #expect(try refused.problem().detail.contains("each MiB sent or received counts as one"))
+        #expect(try #require(refused.header("Retry-After").flatMap(Int.init)) >= 1)
+        // Out: another token's download of it is answered whole, then that token waits too.
+        let download = try fixture.request("GET", Routes.assets + id, token: reader.secret)
+        #expect(download.status == 200 && download.body == bytes)
+        #expect(try fixture.request("GET", Routes.changes, token: reader.secret).status == 429)
+        // A token that moved no bytes has its bucket: two bare requests and more go through.
+        let calm = try fixture.issue(user: "alice", device: "calm")
+        for _ in 0..<3 { #expect(try fixture.request("GET", Routes.changes, token: calm.secret).status == 200) }
+    }
+
     @Test func aTokenHoldsAtMostItsLongPolls() throws {
         let fixture = try ServerFixture.withAccounts { $0.limits.maxLongPollsPerToken = 2 }
         let alice = try fixture.issue(user: "alice")

@@ -83,6 +83,30 @@ private func savedTag(_ outcome: StoreOutcome) -> Int64? {
         }
     }
 
+    /// A user's change tags tell nothing of another user's saves (issue 24): each is the time of its
+    /// own save, whatever was saved between, and a store that counted tags goes on above its counter.
+    @Test(arguments: StoreKind.all)
+    func aUsersTagsAreTheTimesOfItsSavesAndCountNobodyElses(kind: StoreKind) throws {
+        try withStore(kind) { store in
+            func timed(_ user: String, _ path: String) throws -> (before: Int64, tag: Int64, after: Int64) {
+                let before = Clock.now()
+                let outcome = try store.modify(user: user, items: checked([fileRecord(path, path)]))
+                return (before, try #require(savedTag(outcome[0])), Clock.now())
+            }
+            let first = try timed("alice", "A/1")
+            #expect(first.before <= first.tag && first.tag <= first.after)
+            // Bob's 500 saves between alice's two leave no mark on hers: her second tag is her save's time.
+            let bob = try store.modify(user: "bob", items: checked((0..<500).map { fileRecord("B/\($0)", "b") }))
+            let bobTags = bob.compactMap(savedTag)
+            #expect(Set(bobTags).count == 500 && bobTags == bobTags.sorted())
+            let second = try timed("alice", "A/2")
+            #expect(second.before <= second.tag && second.tag <= second.after && second.tag > bobTags.last!)
+            let feed = try store.changes(user: "alice", after: 0, limit: unlimited)
+            #expect(feed.records.map(\.changeTag) == [first.tag, second.tag])
+            #expect(try store.headTag(user: "alice") == second.tag)
+        }
+    }
+
     @Test(arguments: StoreKind.all)
     func staleBaseTagConflictsWithTheCurrentRecordAndItsData(kind: StoreKind) throws {
         try withStore(kind) { store in

@@ -76,3 +76,32 @@ import Testing
         #expect(set.contains("R/cafe\u{301}") && !set.contains("R/caf\u{E9}"))
     }
 }
+
+/// Schema 12: the Remote tree keeps whether the server lacked chunks of its version (issue 24 item 2),
+/// written and read with the rest of Remote; a schema 11 database gains the column in place.
+@Suite struct IncompleteRemoteTests {
+    @Test func theRemoteTreeKeepsIncompleteAndASchemaElevenDatabaseUpgrades() throws {
+        let directory = TemporaryDirectory("sinki-tree-incomplete")
+        let path = directory.child("state.db")
+        do {
+            let store = try StateStore(path: path)
+            var record = Record(path: "R/big.bin", asset: Asset(manifestHash: String(repeating: "a", count: 64), chunks: []),
+                                changeTag: 7, size: 300_000, sha256: String(repeating: "a", count: 64))
+            record.incomplete = true
+            try store.transaction { _ = try store.observeRemote([("R/big.bin", RemoteFacts(record))]) }
+            #expect(try store.row("R/big.bin")?.remote?.incomplete == true)
+            let entries = try #require(try store.row("R/big.bin")).planEntries(at: try RecordPath(validating: "R/big.bin"))
+            #expect(entries.remote?.incomplete == true)
+            record.incomplete = false
+            record.changeTag = 8
+            try store.transaction { _ = try store.observeRemote([("R/big.bin", RemoteFacts(record))]) }
+            #expect(try store.row("R/big.bin")?.remote?.incomplete == false)
+            // As schema 11 left it: no column.
+            try store.database.execute("ALTER TABLE tree DROP COLUMN r_incomplete; PRAGMA user_version = 11;")
+        }
+        let upgraded = try StateStore(path: path)
+        #expect(upgraded.database.userVersion == 12)
+        #expect(try upgraded.row("R/big.bin")?.remote?.tag == 8)
+        #expect(try upgraded.row("R/big.bin")?.remote?.incomplete == false)
+    }
+}

@@ -92,6 +92,7 @@ public final class FaultProxy: @unchecked Sendable {
     /// Bytes a second each connection forwards toward the agent at most (0: no limit).
     private let downRate = Atomic<Int>(0)
     private let upRate = Atomic<Int>(0)
+    private let upHold = Atomic<Int>(0)
     private let stopping = Atomic<Bool>(false)
     private let threads = DispatchGroup()
     private let state: Mutex<State>
@@ -177,6 +178,12 @@ public final class FaultProxy: @unchecked Sendable {
 
     /// Paces what each connection sends toward the server to about `bytesPerSecond` (0: no limit).
     public func limitUp(bytesPerSecond: Int) { upRate.store(bytesPerSecond, ordering: .sequentiallyConsistent) }
+
+    /// Forwards nothing more toward the server, on any connection, once `bytes` went up in all, until
+    /// `releaseUp` (a sender held mid-way, whatever the test process is busy with meanwhile).
+    public func holdUp(after bytes: Int) { upHold.store(bytes, ordering: .sequentiallyConsistent) }
+
+    public func releaseUp() { upHold.store(0, ordering: .sequentiallyConsistent) }
 
     /// Forwards new connections to `port` (a server restarted elsewhere).
     public func retarget(_ port: Int) { target.store(port, ordering: .sequentiallyConsistent) }
@@ -335,6 +342,11 @@ public final class FaultProxy: @unchecked Sendable {
                 }
                 if let line = Self.messageStart(buffer, count: got, upward: side == 0) { trace(number, line) }
                 if case let .delay(ms) = fault { usleep(UInt32(ms) * 1000) } // the injected latency
+                while side == 0, !stopping.load(ordering: .sequentiallyConsistent) {
+                    let hold = upHold.load(ordering: .sequentiallyConsistent)
+                    guard hold > 0, countedUp.load(ordering: .sequentiallyConsistent) >= hold else { break }
+                    usleep(10_000)
+                }
                 guard writeAll(ends[1 - side], buffer, count: got) else {
                     reset = true
                     why = "cannot write to the \(side == 0 ? "server" : "agent"): \(String(cString: strerror(errno)))"

@@ -27,7 +27,8 @@ typedef void *(*sinki_mhd_uri_cb)(void *cls, const char *uri, struct MHD_Connect
 
 /// Starts a daemon on an already bound and listening socket: `MHD_start_daemon` with
 /// MHD_OPTION_LISTEN_SOCKET, CONNECTION_TIMEOUT, CONNECTION_MEMORY_LIMIT, NOTIFY_COMPLETED,
-/// URI_LOG_CALLBACK (when `arrived` is not NULL), PER_IP_CONNECTION_LIMIT (when `per_address_limit` is above 0), EXTERNAL_LOGGER (when `logger` is
+/// URI_LOG_CALLBACK (when `arrived` is not NULL), NOTIFY_CONNECTION (when `notify` is not NULL),
+/// PER_IP_CONNECTION_LIMIT (when `per_address_limit` is above 0), EXTERNAL_LOGGER (when `logger` is
 /// not NULL) and THREAD_POOL_SIZE (when above 1).
 /// Returns NULL on failure.
 struct MHD_Daemon *sinki_mhd_start(unsigned int flags, int listen_fd, unsigned int thread_pool_size,
@@ -35,6 +36,7 @@ struct MHD_Daemon *sinki_mhd_start(unsigned int flags, int listen_fd, unsigned i
                                    MHD_AccessHandlerCallback handler, void *handler_cls,
                                    MHD_RequestCompletedCallback completed, void *completed_cls,
                                    sinki_mhd_uri_cb arrived, void *arrived_cls,
+                                   MHD_NotifyConnectionCallback notify, void *notify_cls,
                                    unsigned int per_address_limit,
                                    struct sinki_mhd_logger *logger);
 

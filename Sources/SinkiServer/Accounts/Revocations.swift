@@ -107,39 +107,3 @@ final class RevocationWatcher: Sendable {
         finished.wait()
     }
 }
-
-/// Per-token request rate: a token bucket of `burst` requests refilled at `rate` a second.
-final class RateLimiter: Sendable, CustomStringConvertible {
-    private let rate: Double
-    private let burst: Double
-
-    var description: String { "\(rate.formatted2) requests a second (bursts of \(Int(burst)))" }
-    private let buckets = Mutex<[String: (level: Double, at: Int64)]>([:])
-
-    init(rate: Double, burst: Int) {
-        self.rate = rate
-        self.burst = Double(max(1, burst))
-    }
-
-    /// What a request to a chunk or upload route costs: a large file moves as thousands of chunk
-    /// requests (some 2,600 a GiB each way), which the limit on requests must not starve; what they
-    /// cost the server is their bytes, which a client pays for too.
-    static let transferCost = 1.0 / 16
-
-    /// Takes one request (`cost` of one) for `key`; nil when allowed, else the whole seconds until one
-    /// is (Retry-After).
-    func take(_ key: String, cost: Double = 1, now: Int64 = Clock.monotonic()) -> Int? {
-        guard rate > 0 else { return nil }
-        return buckets.withLock { buckets in
-            var bucket = buckets[key] ?? (burst, now)
-            bucket.level = min(burst, bucket.level + Double(now - bucket.at) / 1e9 * rate)
-            bucket.at = now
-            defer { buckets[key] = bucket }
-            if bucket.level >= cost {
-                bucket.level -= cost
-                return nil
-            }
-            return max(1, Int(((cost - bucket.level) / rate).rounded(.up)))
-        }
-    }
-}

@@ -84,9 +84,15 @@ struct ChunkGetRoute: Route {
 }
 
 /// `DELETE /v1/chunks/HASH`: a receiver found the chunk's bytes do not hash to its name. The server
-/// hashes that one chunk and removes it only if they do not (`204`); else `409 chunk-intact`.
+/// hashes that one chunk and removes it only if they do not (`204`); else `409 chunk-intact`. A removed
+/// chunk leaves the user's records naming it incomplete (`DamagedChunks`): each is saved once more, as
+/// it is, so that the feed brings it, flagged, to every device; one that holds the content sends it
+/// again, which brings the chunk back.
 struct ChunkDeleteRoute: Route {
     let chunks: ChunkStore
+    let store: any RecordStore
+    let hub: WaiterHub
+    let logger: Logger
 
     func begin(_ request: Request) throws -> BodyPolicy {
         try request.requireWritable()
@@ -102,7 +108,40 @@ struct ChunkDeleteRoute: Route {
         switch try chunks.removeIfDamaged(user: user, chunk: name) {
         case .notHeld: throw Problem(.notFound, detail: "no chunk \(quoted(name))")
         case .intact: throw Problem(.chunkIntact, detail: "chunk \(name) hashes to its name here; it was kept (the damage was on the way)")
-        case .removed: return .response(Response(status: 204, contentType: nil, body: .bytes([])))
+        case .removed:
+            do {
+                let count = try republish(user: user, naming: name)
+                logger.info("chunk \(name) removed as damaged; \(count) record(s) naming it published again as incomplete")
+            } catch {
+                // The chunk is gone and noted: the records read as incomplete from now on, wherever they
+                // are read; only devices that read them before learn it later (their next full look).
+                logger.warning("chunk \(name) removed as damaged; its records could not be published again: \(error)")
+            }
+            return .response(Response(status: 204, contentType: nil, body: .bytes([])))
         }
+    }
+
+    /// Saves every live record of `user` whose manifest names `chunk` again, unchanged but for a new
+    /// change tag (a record changed meanwhile is left: its new version passed the modify's chunk check,
+    /// or names other chunks). Every record is looked at: a report of real damage is rare.
+    private func republish(user: String, naming chunk: String) throws -> Int {
+        var items: [CheckedRecord] = []
+        var after: String?
+        repeat {
+            let page = try store.records(user: user, prefix: nil, after: after, limit: PageLimit(records: 1_000, dataBytes: 1 << 20), includeData: false)
+            for record in page.records where !record.deleted && record.asset?.chunks?.contains(where: { $0.sha256 == chunk }) == true {
+                guard let path = try? RecordPath(validating: record.path) else { continue }
+                var again = record
+                again.baseTag = record.changeTag
+                again.changeTag = 0
+                again.movedFrom = nil
+                items.append(CheckedRecord(again, path: path))
+            }
+            after = page.more ? page.records.last?.path : nil
+        } while after != nil
+        guard !items.isEmpty else { return 0 }
+        let saved = try store.modify(user: user, items: items).filter { if case .saved = $0 { return true } else { return false } }.count
+        if saved > 0 { hub.notify(user: user) }
+        return saved
     }
 }

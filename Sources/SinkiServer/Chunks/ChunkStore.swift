@@ -253,6 +253,7 @@ public final class ChunkStore: Sendable {
             // when it names it, and uploads it once more.
             do { try mark(user: user, prefix: prefix, chunk: name) } catch { logger.warning("chunk \(name): \(error)") }
         }
+        clearDamaged(user: user, chunk: name)
         return adoption
     }
 
@@ -285,7 +286,10 @@ public final class ChunkStore: Sendable {
         let lock = try lock(user, exclusive: false, create: true)
         defer { withExtendedLifetime(lock) {} }
         let target = path(user: user, chunk: name)
-        if linkat(AT_FDCWD, "/proc/self/fd/\(file.raw)", AT_FDCWD, target, AT_SYMLINK_FOLLOW) == 0 { return .stored }
+        if linkat(AT_FDCWD, "/proc/self/fd/\(file.raw)", AT_FDCWD, target, AT_SYMLINK_FOLLOW) == 0 {
+            clearDamaged(user: user, chunk: name)
+            return .stored
+        }
         let code = errno
         guard code == EEXIST else { throw SystemError("link", errno: code, path: target) }
         if Self.held(target)?.size == length {
@@ -300,6 +304,7 @@ public final class ChunkStore: Sendable {
             throw error
         }
         logger.info("chunk \(name) held at another size replaced by an upload of \(length)")
+        clearDamaged(user: user, chunk: name)
         return .stored
     }
 
@@ -349,6 +354,8 @@ public final class ChunkStore: Sendable {
         guard let held = Self.held(target) else { return .notHeld }
         let file = try FileDescriptor.open(target, flags: O_RDONLY)
         if try Self.hashes(file, length: held.size, to: name) { return .intact }
+        // Noted first: from the moment it is gone, records naming it are answered incomplete.
+        try noteDamaged(user: user, chunk: name)
         unlink(target)
         logger.warning("chunk \(name) of \(quoted(user)) was reported damaged and does not hash to its name; removed")
         return .removed
@@ -422,6 +429,7 @@ public final class ChunkStore: Sendable {
                 if unlink(target) == 0 { removed += 1 }
             }
         }
+        removeDamagedMarkers(user: user, referenced: referenced.names)
         return removed
     }
 

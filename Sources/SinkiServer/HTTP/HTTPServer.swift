@@ -22,6 +22,8 @@ final class RequestContext {
     var route: (any Route)?
     var policy: BodyPolicy = .none
     var body: [UInt8] = []
+    /// Bytes of a buffered or parsed body taken so far.
+    var received = 0
     /// The answer owed once the client has finished sending (a body over its limit, a refusing sink).
     var refusal: (any Error)?
     var refusalHeaders: [(String, String)] = []
@@ -59,6 +61,8 @@ final class HTTPServer: Sendable {
     private let mhdLines = LogThrottle()
     /// Bytes of buffered bodies held at once, server-wide.
     private let bodies: BodyBudget
+    /// Connections whose request head is due, cut when it is late.
+    let heads: HeadDeadlines
     /// Paths below which `X-HTTP-Method-Override` replaces the request's method (tus asks for it).
     private let methodOverridePrefixes: [String]
     let hub: WaiterHub
@@ -85,6 +89,7 @@ final class HTTPServer: Sendable {
         longPolls = LongPollQuota(perToken: limits.maxLongPollsPerToken, perUser: limits.maxLongPollsPerUser)
         bodies = BodyBudget(limit: limits.maxBufferedBodyBytes)
         maxConnectionsPerAddress = limits.maxConnectionsPerAddress
+        heads = HeadDeadlines(seconds: limits.headDeadlineSeconds, logger: logger)
         self.methodOverridePrefixes = methodOverridePrefixes
         self.authenticator = authenticator
         self.hub = hub
@@ -122,13 +127,24 @@ final class HTTPServer: Sendable {
                     return server.handle(Connection(raw: connection!), url: url, method: method, upload: upload,
                                          uploadSize: uploadSize!, context: context!)
                 }, retained.toOpaque(),
-                { cls, _, context, termination in
+                { cls, connection, context, termination in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    if let connection { server.heads.requestEnded(connection) }
                     server.completed(context: context, termination: termination)
                 }, retained.toOpaque(),
-                { cls, uri, _ in
+                { cls, uri, connection in
                     let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    if let connection { server.heads.lineArrived(connection) }
                     return server.arrived(rawTarget: uri.map { String(cString: $0) } ?? "")
+                }, retained.toOpaque(),
+                { cls, connection, _, event in
+                    let server = Unmanaged<HTTPServer>.fromOpaque(cls!).takeUnretainedValue()
+                    guard let connection else { return }
+                    switch event {
+                    case .CONNECTION_NOTIFY_STARTED: server.heads.opened(connection, socket: sinki_mhd_connection_fd(connection))
+                    case .CONNECTION_NOTIFY_CLOSED: server.heads.closed(connection)
+                    default: break
+                    }
                 }, retained.toOpaque(),
                 UInt32(max(0, maxConnectionsPerAddress)),
                 logTarget)
@@ -175,6 +191,7 @@ final class HTTPServer: Sendable {
         let context = Unmanaged<RequestContext>.fromOpaque(slot.pointee!).takeUnretainedValue()
         if !context.begun {
             context.begun = true
+            heads.headArrived(connection.raw)
             context.method = method.map { String(cString: $0) } ?? ""
             context.path = url.map { String(cString: $0) } ?? ""
             return begin(context, connection)
@@ -280,14 +297,14 @@ final class HTTPServer: Sendable {
             }
             context.streamRegistration = registration
         }
-        if case let .buffer(limit) = context.policy, let length = request.contentLength {
+        if let limit = context.policy.heldLimit, let length = request.contentLength {
             guard length <= limit else {
                 return refuse(context, connection, Problem(.tooLarge, detail: "the body is \(length) bytes; \(context.path) takes at most \(limit)"),
                               readBody: false)
             }
             guard bodies.take(length) else { return refuse(context, connection, Self.overBudget(bodies), readBody: false) }
             context.budgeted = length
-            context.body.reserveCapacity(length)
+            if case .buffer = context.policy { context.body.reserveCapacity(length) }
         }
         context.request = request
         context.route = route
@@ -324,24 +341,32 @@ final class HTTPServer: Sendable {
 
     /// A chunk of the body.
     private func receive(_ context: RequestContext, _ chunk: UnsafeRawBufferPointer) {
+        // Every byte read counts against its token's rate, taken in or drained.
+        if let token = context.tokenID { limiter.charge(token, bytes: chunk.count) }
         guard context.refusal == nil else { return }
         switch context.policy {
         case .none:
             break
-        case let .buffer(limit):
-            if context.body.count + chunk.count > limit {
+        case .buffer(let limit), .parse(let limit, _):
+            let received = context.received + chunk.count
+            if received > limit {
                 context.body = []
                 context.refusal = Problem(.tooLarge, detail: "the body is over \(limit) bytes, the most \(context.path) takes")
-            } else if context.body.count + chunk.count > context.budgeted {
+                return
+            }
+            if received > context.budgeted {
                 // A body of no declared length (chunked) takes its share as it grows.
-                let more = max(context.body.count + chunk.count - context.budgeted, 1 << 20)
+                let more = max(received - context.budgeted, 1 << 20)
                 guard bodies.take(more) else {
                     context.body = []
                     context.refusal = Self.overBudget(bodies)
                     return
                 }
                 context.budgeted += more
-                context.body.append(contentsOf: chunk)
+            }
+            context.received = received
+            if case let .parse(_, parser) = context.policy {
+                do { try parser.take(chunk) } catch { context.refusal = error }
             } else {
                 context.body.append(contentsOf: chunk)
             }
@@ -371,6 +396,7 @@ final class HTTPServer: Sendable {
         request.body = context.body
         context.body = []
         if case let .stream(sink) = context.policy { request.sink = sink }
+        if case let .parse(_, parser) = context.policy { request.parser = parser }
         do {
             switch try route.respond(to: request) {
             case let .response(response): return answer(context, connection, response)
@@ -501,6 +527,7 @@ final class HTTPServer: Sendable {
             logger.error("request \(context.requestID): libmicrohttpd could not make a response; closing the connection")
             return MHD_Result.NO
         }
+        if let token = context.tokenID { limiter.charge(token, bytes: response.body.count) }
         defer { MHD_destroy_response(made) }
         _ = MHD_add_response_header(made, "X-Request-Id", context.requestID)
         if let type = response.contentType { _ = MHD_add_response_header(made, "Content-Type", type) }

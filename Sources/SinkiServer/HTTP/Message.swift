@@ -83,6 +83,8 @@ struct Request {
     var body: [UInt8] = []
     /// The sink the body streamed into (`BodyPolicy.stream`), for `respond`.
     var sink: (any BodySink)?
+    /// The parser the body went through (`BodyPolicy.parse`), for `respond`.
+    var parser: (any BodyParser)?
 
     func header(_ name: String) -> String? { connection.header(name) }
 
@@ -126,6 +128,16 @@ enum ResponseBody {
     /// `length` bytes read from `source` piece by piece as libmicrohttpd sends them (a manifest asset
     /// from its chunk files): nothing is built whole on disk or in memory.
     case stream(any ContentSource, length: Int64)
+}
+
+extension ResponseBody {
+    /// Bytes it sends.
+    var count: Int {
+        switch self {
+        case let .bytes(bytes): return bytes.count
+        case let .file(_, _, length), let .stream(_, length): return Int(clamping: length)
+        }
+    }
 }
 
 /// A response body libmicrohttpd pulls as it sends. Used by the worker thread of its connection only.
@@ -179,6 +191,26 @@ enum BodyPolicy {
     case buffer(limit: Int)
     /// Handed to the sink as it arrives.
     case stream(any BodySink)
+    /// Read by the parser as it arrives, up to `limit` bytes (as `buffer`, and budgeted the same way),
+    /// never held whole; the route takes what it made of it from `Request.parser`.
+    case parse(limit: Int, any BodyParser)
+}
+
+extension BodyPolicy {
+    /// The limit of a body held in memory while its request runs (buffered or parsed), nil for others.
+    var heldLimit: Int? {
+        switch self {
+        case let .buffer(limit), let .parse(limit, _): return limit
+        case .none, .stream: return nil
+        }
+    }
+}
+
+/// A body read as it arrives (`BodyPolicy.parse`). Used by the worker thread of its connection only.
+protocol BodyParser: AnyObject {
+    /// Takes the next chunk. Throwing (a `Problem`) refuses the rest of the body; the request is
+    /// answered with that problem once the client has finished sending.
+    func take(_ chunk: UnsafeRawBufferPointer) throws
 }
 
 /// A long-poll: the route has nothing to say yet and the connection is parked (suspended, holding no

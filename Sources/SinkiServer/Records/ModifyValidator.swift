@@ -30,7 +30,10 @@ struct ModifyValidator: Sendable {
     /// markers. Compressed data past this does not inflate to `size` bytes, so it is refused unread.
     static func compressedBound(_ size: Int64) -> Int64 { size + size / 8 + size / 64 + 1024 }
 
-    func check(_ record: Record) -> Result<CheckedRecord, Problem> {
+    func check(_ sent: Record) -> Result<CheckedRecord, Problem> {
+        // Whether chunks are missing is the server's to say as it answers, never a client's to store.
+        var record = sent
+        record.incomplete = false
         let path: RecordPath
         do {
             path = try RecordPath(validating: record.path)

@@ -14,16 +14,20 @@ struct ModifyRoute: Route {
     func begin(_ request: Request) throws -> BodyPolicy {
         try request.requireWritable()
         try request.requireJSON()
-        return .buffer(limit: limits.maxBodyBytes)
+        return .parse(limit: limits.maxBodyBytes, ModifyBody(limits: ModifyRequestReader.Limits(
+            maxRecords: limits.maxBatchRecords, maxRecordBytes: Self.maxRecordBytes(limits), maxEnvelopeBytes: 1 << 20)))
+    }
+
+    /// The most JSON one record of a batch can take and still be saved: inline content of the largest
+    /// size, in base64, or a manifest of the most chunks (each `["<64 hex>",SIZE]`), and its fields.
+    static func maxRecordBytes(_ limits: ServerLimits) -> Int {
+        let data = Int(ModifyValidator.compressedBound(Int64(limits.maxInlineBytes))) / 3 * 4 + 4
+        return max(data, limits.maxManifestChunks * 96) + (1 << 20)
     }
 
     func respond(to request: Request) throws -> Reply {
-        let batch: ModifyRequest
-        do {
-            batch = try ModifyRequest.parse(request.body)
-        } catch {
-            throw Problem(.badJSON, detail: "\(error)")
-        }
+        guard let body = request.parser as? ModifyBody else { throw Problem(.internalError, detail: "bug: a modify request without its body") }
+        let batch = try body.finish()
         guard batch.records.count <= limits.maxBatchRecords else {
             throw Problem(.tooLarge, detail: "a batch holds at most \(limits.maxBatchRecords) records; this one has \(batch.records.count)")
         }
@@ -67,7 +71,10 @@ struct ModifyRoute: Route {
                 results[index] = ModifyResult(path: record.path, status: .saved, record: record)
                 savedAny = true
                 inflight.end(user: user, path: record.path)
-            case let .conflict(record):
+            case var .conflict(record):
+                var flagged = [record]
+                chunks.flagIncomplete(&flagged, user: user)
+                record = flagged[0]
                 results[index] = ModifyResult(path: record.path, status: .conflict, record: record)
             case var .refused(problem):
                 problem.requestId = request.requestID
@@ -122,6 +129,8 @@ struct ChangesRoute: Route {
     let store: any RecordStore
     let limits: ServerLimits
     let inflight: InFlightBoard
+    /// Which chunks went as damaged: records naming them are answered incomplete.
+    let chunks: ChunkStore
 
     func respond(to request: Request) throws -> Reply {
         let since = try ChangeToken.parse(try request.query("since"), storeID: store.storeID)
@@ -152,9 +161,11 @@ struct ChangesRoute: Route {
         func news() -> InFlightNews? {
             inflightAfter.flatMap { board.news(user: user, after: $0, reader: device, within: prefix) }
         }
+        let chunks = self.chunks
         func page(_ batch: ChangeBatch, _ news: InFlightNews?) -> Response {
             let token = ChangeToken(storeID: since.storeID, tag: batch.lastTag)
             var records = batch.records
+            chunks.flagIncomplete(&records, user: user)
             if let omitDataFrom {
                 for index in records.indices where records[index].device == omitDataFrom { records[index].data = nil }
             }
@@ -177,6 +188,7 @@ struct ChangesRoute: Route {
 struct LookupRoute: Route {
     let store: any RecordStore
     let limits: ServerLimits
+    let chunks: ChunkStore
 
     func respond(to request: Request) throws -> Reply {
         var prefix = try request.query("path")
@@ -192,7 +204,7 @@ struct LookupRoute: Route {
         let head = ChangeToken(storeID: store.storeID, tag: try store.headTag(user: user))
         let floor = try store.historyFloor()
         // A prefix outside the token's answers like one that holds nothing; a wider one is narrowed.
-        let listing: RecordListing
+        var listing: RecordListing
         switch ScopedPrefix.narrow(asked: prefix, scope: request.scopePrefix) {
         case .disjoint:
             listing = RecordListing(records: [], more: false)
@@ -201,6 +213,7 @@ struct LookupRoute: Route {
                                         limit: PageLimit(records: count, dataBytes: limits.maxPageDataBytes),
                                         includeData: includeData)
         }
+        chunks.flagIncomplete(&listing.records, user: user)
         return .response(.json(RecordPage(records: listing.records, token: head.text, more: listing.more, floor: floor).jsonBytes))
     }
 
@@ -232,5 +245,25 @@ extension Request {
 extension String {
     var trimmingSpaces: String {
         String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+    }
+}
+
+/// A modify batch read as it arrives (`ModifyRequestReader`): what is wrong with it is a `Problem`.
+final class ModifyBody: BodyParser {
+    private var reader: ModifyRequestReader
+
+    init(limits: ModifyRequestReader.Limits) { reader = ModifyRequestReader(limits: limits) }
+
+    func take(_ chunk: UnsafeRawBufferPointer) throws {
+        do { try reader.take(chunk) } catch { throw Self.problem(error) }
+    }
+
+    func finish() throws -> ModifyRequest {
+        do { return try reader.finish() } catch { throw Self.problem(error) }
+    }
+
+    private static func problem(_ error: any Error) -> Problem {
+        if let limit = error as? BatchLimitError { return Problem(.tooLarge, detail: limit.message) }
+        return Problem(.badJSON, detail: "\(error)")
     }
 }

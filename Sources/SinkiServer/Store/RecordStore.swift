@@ -64,7 +64,8 @@ public struct PageLimit: Sendable, Equatable {
 }
 
 /// Where the server keeps records: one per (user, path), at its latest version only, with a
-/// changeTag drawn from one counter for the whole store that only grows; and beside them, updated in
+/// changeTag unique in the store that only grows, drawn by `ChangeTags` (the save's time, so that it
+/// tells nothing of other users' saves); and beside them, updated in
 /// the same transactions, the digests of every folder (`FolderDigestTable`).
 ///
 /// The server checks requests and hands the store only what passed; the store stores. Every

@@ -19,8 +19,9 @@ public struct StoreClosedError: Error, Sendable, CustomStringConvertible {
 /// The default record store: one SQLite database (`records.db`, WAL) in the server's data folder.
 ///
 /// On disk:
-/// - `meta(key, value)`: `store_id` (random, made with the database), `last_tag` (the changeTag counter,
-///   kept here so that tags are never reused even when the newest record goes away), `history_floor`
+/// - `meta(key, value)`: `store_id` (random, made with the database), `last_tag` (the last changeTag
+///   drawn (`ChangeTags`), kept here so that tags are never reused even when the newest record goes
+///   away), `history_floor`
 ///   (see `historyFloor()`).
 /// - `records`: one row per (user, path) at its latest version. `change_tag` is the row id, so the feed
 ///   index `(user, change_tag)` leads straight to the row; `(user, path)` is unique. Inline content is
@@ -183,7 +184,7 @@ public final class SQLiteRecordStore: ServerStore {
                         record.data = copied.data
                         record.asset = copied.asset
                     }
-                    tag += 1
+                    tag = ChangeTags.next(after: tag)
                     record.changeTag = tag
                     if record.deleted {
                         record.data = nil

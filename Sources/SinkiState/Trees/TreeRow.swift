@@ -118,9 +118,12 @@ public struct RemoteFacts: Sendable, Equatable {
     /// A large file's asset: a manifest's hash (its chunks in the `manifests` table), or a tus upload's id.
     public var assetID: String?
     public var assetIsManifest: Bool
+    /// The server lacked chunks of this version when it said it (`Record.incomplete`).
+    public var incomplete: Bool
 
     public init(tag: Int64, kind: RecordKind?, hash: String = "", size: Int64 = 0, type: String = "", mode: UInt32 = 0, mtime: Int64 = 0,
-                device: String = "", movedFrom: String? = nil, assetID: String? = nil, assetIsManifest: Bool = false, perm: UInt32? = nil) {
+                device: String = "", movedFrom: String? = nil, assetID: String? = nil, assetIsManifest: Bool = false, perm: UInt32? = nil,
+                incomplete: Bool = false) {
         self.tag = tag
         self.kind = kind
         self.hash = kind == nil || kind == .directory ? "" : hash
@@ -133,12 +136,13 @@ public struct RemoteFacts: Sendable, Equatable {
         self.movedFrom = kind == nil ? nil : movedFrom
         self.assetID = kind == nil ? nil : assetID
         self.assetIsManifest = assetIsManifest && assetID != nil
+        self.incomplete = kind == nil ? false : incomplete
     }
 
     public init(_ record: Record) {
         self.init(tag: record.changeTag, kind: record.deleted ? nil : record.kind, hash: record.sha256, size: record.size,
                   type: record.type, mode: record.mode, mtime: record.modifiedAt, device: record.device, movedFrom: record.movedFrom,
-                  assetID: record.asset?.id, assetIsManifest: record.asset?.isManifest ?? false)
+                  assetID: record.asset?.id, assetIsManifest: record.asset?.isManifest ?? false, incomplete: record.incomplete)
     }
 
     public var isTombstone: Bool { kind == nil }

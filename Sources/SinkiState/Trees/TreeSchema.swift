@@ -45,7 +45,8 @@ extension StateStore {
             ignored INTEGER NOT NULL DEFAULT 0,
             l_perm INTEGER NOT NULL DEFAULT 0,
             s_perm INTEGER NOT NULL DEFAULT 0,
-            r_perm INTEGER NOT NULL DEFAULT 0
+            r_perm INTEGER NOT NULL DEFAULT 0,
+            r_incomplete INTEGER NOT NULL DEFAULT 0
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS tree_local_work ON tree(path) WHERE \(localDiffers);
         CREATE INDEX IF NOT EXISTS tree_remote_work ON tree(path) WHERE \(remoteDiffers);

@@ -7,7 +7,7 @@ extension StateStore {
     static let treeColumns = """
         path, l_kind, l_hash, l_size, l_mtime, l_ctime, l_inode, l_mode, l_type, s_tag, s_kind, s_hash,
         r_tag, r_kind, r_hash, r_size, r_type, r_mode, r_mtime, r_device, r_moved_from, r_asset, r_asset_manifest,
-        l_perm, s_perm, r_perm
+        l_perm, s_perm, r_perm, r_incomplete
         """
 
     static func readRow(_ row: Statement, offset o: Int32 = 0) -> TreeRow {
@@ -29,7 +29,7 @@ extension StateStore {
                                      size: row.int64(o + 15), type: row.text(o + 16), mode: UInt32(truncatingIfNeeded: row.int64(o + 17)),
                                      mtime: row.int64(o + 18), device: row.text(o + 19), movedFrom: row.optionalText(o + 20),
                                      assetID: row.optionalText(o + 21), assetIsManifest: row.bool(o + 22),
-                                     perm: UInt32(truncatingIfNeeded: row.int64(o + 25)))
+                                     perm: UInt32(truncatingIfNeeded: row.int64(o + 25)), incomplete: row.bool(o + 26))
         }
         return out
     }
@@ -107,18 +107,18 @@ extension StateStore {
         if let remote {
             try database.run("""
                 INSERT INTO tree(path, r_tag, r_kind, r_hash, r_size, r_type, r_mode, r_mtime, r_device, r_moved_from, r_asset, r_asset_manifest,
-                    r_perm)
-                VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    r_perm, r_incomplete)
+                VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(path) DO UPDATE SET r_tag = excluded.r_tag, r_kind = excluded.r_kind, r_hash = excluded.r_hash,
                     r_size = excluded.r_size, r_type = excluded.r_type, r_mode = excluded.r_mode, r_mtime = excluded.r_mtime,
                     r_device = excluded.r_device, r_moved_from = excluded.r_moved_from, r_asset = excluded.r_asset,
-                    r_asset_manifest = excluded.r_asset_manifest, r_perm = excluded.r_perm
+                    r_asset_manifest = excluded.r_asset_manifest, r_perm = excluded.r_perm, r_incomplete = excluded.r_incomplete
                 """, path, remote.tag, remote.kind?.code, remote.hash, remote.size, remote.type, remote.mode, remote.mtime, remote.device,
-                remote.movedFrom, remote.assetID, remote.assetIsManifest, remote.perm)
+                remote.movedFrom, remote.assetID, remote.assetIsManifest, remote.perm, remote.incomplete)
         } else {
             try database.run("""
                 UPDATE tree SET r_tag = 0, r_kind = NULL, r_hash = '', r_size = 0, r_type = '', r_mode = 0, r_mtime = 0, r_device = '',
-                    r_moved_from = NULL, r_asset = NULL, r_asset_manifest = 0, r_perm = 0 WHERE path = ?
+                    r_moved_from = NULL, r_asset = NULL, r_asset_manifest = 0, r_perm = 0, r_incomplete = 0 WHERE path = ?
                 """, path)
             try dropIfEmpty(path)
         }

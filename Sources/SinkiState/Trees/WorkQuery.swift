@@ -178,7 +178,8 @@ extension TreeRow {
     public func planEntries(at path: RecordPath) -> PathEntries {
         PathEntries(path: path,
                            remote: remote.map { RemoteEntry(tag: ChangeTag($0.tag), node: $0.node, modifiedAt: $0.mtime,
-                                                            movedFrom: $0.movedFrom.flatMap { try? RecordPath(validating: $0) }) },
+                                                            movedFrom: $0.movedFrom.flatMap { try? RecordPath(validating: $0) },
+                                                            incomplete: $0.incomplete) },
                            local: local.map { LocalEntry($0.node, modifiedAt: $0.mtime) },
                            synced: synced.map { SyncedEntry(tag: ChangeTag($0.tag), node: $0.node) })
     }

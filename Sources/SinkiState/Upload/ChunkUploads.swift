@@ -105,7 +105,8 @@ extension Replica {
     /// Every chunk of the file is on the server and `manifest` is their list's hash; `content` is the
     /// file's identity (the manifest hash, or the SHA-256 of a file of up to 256 KiB): Local takes it,
     /// and the record may carry the manifest. Returns whether the file differs from what both sides
-    /// agreed on (a file touched but not changed has nothing to send). Throws `UploadSuperseded` when
+    /// agreed on, or is the content of a server version found incomplete (a file touched but not
+    /// changed has nothing to send). Throws `UploadSuperseded` when
     /// the file changed meanwhile.
     @discardableResult
     public func uploadFinished(_ source: UploadSource, chunks: [ChunkRef], manifest: String, content: String? = nil) throws -> Bool {
@@ -119,7 +120,10 @@ extension Replica {
                 local.hash = content
                 try store.setLocal(source.path, local)
             }
-            guard local.node != row.synced?.node else {
+            // The server lacking chunks of its version of this very content (removed as damaged): sent
+            // again as a new version, though nothing changed here, so that every device gets it whole.
+            let resend = row.remote?.incomplete == true && row.remote?.node == local.node
+            guard local.node != row.synced?.node || resend else {
                 // Touched, not changed: the server holds this very content already.
                 try store.removeChunkUpload(source.path)
                 return false

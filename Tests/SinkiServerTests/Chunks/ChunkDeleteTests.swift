@@ -32,6 +32,54 @@ import Testing
         #expect(fixture.heldChunk(name) == damaged)
     }
 
+    /// A chunk removed as damaged leaves every record naming it incomplete (issue 24 item 2): each comes
+    /// once more through the feed, flagged, with a new change tag and its content as it was; look-ups
+    /// and conflict answers say it too; once the chunk is uploaded again the flag is gone, and a save
+    /// of the same content is a version like any other.
+    @Test func aRemovedChunkLeavesTheRecordsNamingItIncompleteUntilItIsBack() throws {
+        let fixture = try ServerFixture()
+        let file = ChunkedFile.random([70_000, 80_000, 90_000])
+        let other = ChunkedFile.random([60_000, 65_000])
+        try fixture.uploadChunks(of: file)
+        try fixture.uploadChunks(of: other)
+        let saved = try fixture.modify([file.record("S/big"), file.record("S/copy"), other.record("S/other")])
+        #expect(saved.map(\.status) == [.saved, .saved, .saved])
+        let before = try fixture.changes()
+        #expect(!before.records.contains { $0.incomplete })
+
+        let damaged = file.names[1]
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: fixture.chunkPath(damaged)))
+        #expect(try fixture.request("DELETE", Routes.chunks + damaged).status == 204)
+        // Both records naming it come again, flagged, their content as it was; the other does not.
+        let after = try fixture.changes(since: before.token)
+        #expect(after.records.map(\.path).sorted() == ["S/big", "S/copy"])
+        for record in after.records {
+            #expect(record.incomplete)
+            #expect(record.asset == file.asset && record.sha256 == file.record("S/big").sha256)
+            #expect(record.changeTag > saved[2].record!.changeTag)
+        }
+        #expect(try fixture.changes().records.filter(\.incomplete).map(\.path).sorted() == ["S/big", "S/copy"])
+        let listed = try fixture.request("GET", Routes.records + "?path=S").page().records
+        #expect(listed.filter(\.incomplete).map(\.path).sorted() == ["S/big", "S/copy"])
+        let conflict = try fixture.modify([fileRecord("S/big", "stale", baseTag: 1)])
+        #expect(conflict.first?.status == .conflict && conflict.first?.record?.incomplete == true)
+        #expect(try fixture.request("GET", Routes.assets + file.hash).status == 409)
+
+        // A holder sends it again: the chunk, then the record over the incomplete one.
+        #expect(try fixture.uploadChunk(file.chunks[1]).status == 201)
+        #expect(try !fixture.changes().records.contains { $0.incomplete })
+        let incomplete = after.records.first { $0.path == "S/big" }!
+        let again = try fixture.modify([file.record("S/big", baseTag: incomplete.changeTag)])
+        #expect(again.first?.status == .saved && again.first?.record?.incomplete == false)
+        #expect(try fixture.request("GET", Routes.assets + file.hash).body == file.bytes)
+        // A client cannot set the flag: it is the server's to say.
+        var claimed = other.record("S/other", baseTag: saved[2].record!.changeTag)
+        claimed.incomplete = true
+        let claim = try fixture.modify([claimed])
+        #expect(claim.first?.status == .saved && claim.first?.record?.incomplete == false, "\(claim)")
+        #expect(try !fixture.changes().records.contains { $0.incomplete })
+    }
+
     @Test func onlyAWriterOfTheUserMayReportDamage() throws {
         let fixture = try ServerFixture.withAccounts()
         let alice = try fixture.issue(user: "alice"), bob = try fixture.issue(user: "bob")

@@ -14,8 +14,8 @@ struct IssuedToken {
 
 extension ServerFixture {
     /// A server that checks device tokens, with none yet: tests issue theirs with `issue`.
-    static func withAccounts(configure: (inout ServerConfiguration) -> Void = { _ in }) throws -> ServerFixture {
-        try ServerFixture(tokens: [:], configure: configure)
+    static func withAccounts(logger: Logger = testLogger(), configure: (inout ServerConfiguration) -> Void = { _ in }) throws -> ServerFixture {
+        try ServerFixture(tokens: [:], logger: logger, configure: configure)
     }
 
     /// A new token in the server's store, as `sinkid serve token add` makes one.

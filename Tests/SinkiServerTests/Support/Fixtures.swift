@@ -11,7 +11,8 @@ final class ServerFixture {
     let port: Int
 
     /// `store`: serve from it (the server closes it at stop) instead of SQLite in the data folder.
-    init(threads: Int = 4, tokens: [String: ServerIdentity]? = nil, store: (any ServerStore)? = nil,
+    /// `logger`: where the server's lines go (a test that reads them gives its own).
+    init(threads: Int = 4, tokens: [String: ServerIdentity]? = nil, store: (any ServerStore)? = nil, logger: Logger = testLogger(),
          configure: (inout ServerConfiguration) -> Void = { _ in }) throws {
         directory = TemporaryDirectory("sinki-server")
         var configuration = ServerConfiguration(listen: "127.0.0.1:0", dataDirectory: directory.child("data"), threads: threads, tokens: tokens)
@@ -19,9 +20,9 @@ final class ServerFixture {
         if tokens == nil { configuration.authentication = .none }
         configure(&configuration)
         if let store {
-            server = SyncServer(configuration: configuration, store: store, logger: testLogger())
+            server = SyncServer(configuration: configuration, store: store, logger: logger)
         } else {
-            server = try SyncServer(configuration: configuration, logger: testLogger())
+            server = try SyncServer(configuration: configuration, logger: logger)
         }
         try server.start()
         port = server.boundPort
@@ -63,3 +64,25 @@ func testLogger() -> Logger {
     return Logger(label: "server-test", level: level)
 }
 
+
+/// A logger at `info` writing to a file of its own, for tests that count the server's lines.
+final class LogFile {
+    let directory = TemporaryDirectory("sinki-log")
+    let path: String
+    private let fd: Int32
+    let logger: Logger
+
+    init() throws {
+        path = directory.child("server.log")
+        fd = open(path, O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ClientError(description: "cannot open \(path): \(String(cString: strerror(errno)))") }
+        logger = Logger(label: "server-test", level: .info, fd: fd)
+    }
+
+    deinit { close(fd) }
+
+    /// The lines written so far.
+    func lines() throws -> [String] {
+        try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map(String.init)
+    }
+}

@@ -114,6 +114,9 @@ final class TestConnection {
         return poll(&entry, 1, Int32(seconds * 1000)) > 0
     }
 
+    /// Bytes read and not yet taken by `receive` (what arrived before an end of stream, say).
+    var unread: Int { pending.count }
+
     /// Whether the server closed the connection (end of stream) within `seconds`.
     func isClosed(within seconds: Double) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)

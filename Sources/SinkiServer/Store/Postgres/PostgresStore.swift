@@ -10,7 +10,8 @@ import SinkiSupport
 /// - `store(store_id)`: the random id made with the schema.
 /// - `change_tags`: the sequence change tags are drawn from (one for the whole store, so a tag names
 ///   one record across users, as in SQLite). `CACHE 1`, PostgreSQL's default: every connection draws
-///   from the same counter, so a later draw is always higher.
+///   from the same counter, so a later draw is always higher. Moved forward to the save's time by each
+///   draw (`ChangeTags`, `reserveTags`), so that a tag tells nothing of other users' saves.
 /// - `meta(key, value)`: `history_floor`, `revocations`, both `bigint`.
 /// - `records`: one row per (owner, path), as in SQLite; `path` is `COLLATE "C"`, so comparisons and
 ///   order are bytewise (UTF-8 byte order), which the prefix ranges and listings rely on. Schema 3
@@ -53,6 +54,8 @@ public final class PostgresStore: ServerStore {
     /// The first key of the per-user transaction locks (the second is the hash of the user's name);
     /// the schema lock is a one-key lock, whose key space is apart from the two-key one.
     static let userLockClass: Int32 = 7193452
+    /// The first key of the store-wide lock a draw of change tags holds for its instant (`reserveTags`).
+    static let tagLockClass: Int32 = 7193453
 
     /// Connects to `url` with `connections` connections (one per server thread is plenty), creating or
     /// migrating the schema.
@@ -214,6 +217,7 @@ public final class PostgresStore: ServerStore {
                 // The user's lock orders their commits (see the type comment); held until COMMIT.
                 try Self.lockUser(db, user)
                 var lastTag: Int64?
+                var reserved: ClosedRange<Int64>.Iterator?
                 let now = Clock.now()
                 var outcomes: [StoreOutcome] = []
                 outcomes.reserveCapacity(items.count)
@@ -239,9 +243,8 @@ public final class PostgresStore: ServerStore {
                         record.data = copied.data
                         record.asset = copied.asset
                     }
-                    guard let tag = try db.scalar("SELECT nextval('change_tags')") else {
-                        throw RecordStoreError(path: db.database, message: "the change_tags sequence gave no value")
-                    }
+                    if reserved == nil { reserved = try Self.reserveTags(db, count: items.count) }
+                    guard let tag = reserved?.next() else { throw RecordStoreError(path: db.database, message: "bug: more saves than tags reserved") }
                     lastTag = tag
                     record.changeTag = tag
                     if record.deleted {
@@ -268,6 +271,23 @@ public final class PostgresStore: ServerStore {
         }
         if let lastTag { afterCommit?(user, lastTag) }
         return outcomes
+    }
+
+    /// Draws `count` consecutive change tags (`ChangeTags`: from the save's time, or above the last tag
+    /// drawn by any server when that is later) under a store-wide lock held for this draw only, not to
+    /// the commit: the sequence is only ever moved forward, so no tag is drawn twice, and users do not
+    /// wait for each other's commits. The user's own lock, held to the commit, keeps each user's tags
+    /// in commit order as before.
+    private static func reserveTags(_ db: PGConnection, count: Int) throws -> ClosedRange<Int64>.Iterator {
+        try db.execute("SELECT pg_advisory_lock(\(tagLockClass), 0)")
+        defer { _ = try? db.execute("SELECT pg_advisory_unlock(\(tagLockClass), 0)") }
+        guard let drawn = try db.scalar("SELECT nextval('change_tags')") else {
+            throw RecordStoreError(path: db.database, message: "the change_tags sequence gave no value")
+        }
+        let first = ChangeTags.next(after: drawn - 1)
+        let last = first + Int64(max(1, count)) - 1
+        if last > drawn { try db.execute("SELECT setval('change_tags', $1)", [last]) }
+        return (first...last).makeIterator()
     }
 
     /// Takes `user`'s transaction lock: modifies and sweeps of one user one after the other.
