@@ -140,12 +140,12 @@ public final class SQLiteRecordStore: ServerStore {
 
     // MARK: Writing
 
-    private static let insertSQL = """
+    static let insertSQL = """
         INSERT INTO records (change_tag, user, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag,
                              size, sha256, mode, modified_at, device, saved_at, moved_from, data, asset_chunks)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
-    private static let updateSQL = """
+    static let updateSQL = """
         UPDATE records SET change_tag = ?, user = ?, path = ?, type = ?, asset_id = ?, asset_size = ?, asset_sha256 = ?,
                            deleted = ?, base_tag = ?, size = ?, sha256 = ?, mode = ?, modified_at = ?, device = ?,
                            saved_at = ?, moved_from = ?, data = ?, asset_chunks = ?
@@ -156,72 +156,70 @@ public final class SQLiteRecordStore: ServerStore {
         if items.isEmpty { return [] }
         let outcomes = try writer.use { db in
             try db.transaction {
-                let firstTag = try db.scalar("SELECT value FROM meta WHERE key = 'last_tag'") ?? 0
-                var tag = firstTag
-                let now = Clock.now()
-                var outcomes: [StoreOutcome] = []
-                outcomes.reserveCapacity(items.count)
-                var deltas = FolderDeltas()
-                for item in items {
-                    var record = item.record
-                    let (current, previous) = try Self.current(db, user: user, path: record.path)
-                    guard current == record.baseTag else {
-                        if current == 0 {
-                            outcomes.append(.conflict(Record(path: record.path, deleted: true, changeTag: 0)))
-                        } else {
-                            outcomes.append(.conflict(try Self.fetch(db, changeTag: current)))
-                        }
-                        continue
-                    }
-                    if !record.deleted, record.data == nil, record.asset == nil, let source = record.movedFrom {
-                        // A rename: the content is the source record's, copied here in this transaction.
-                        guard let copied = try Self.content(db, user: user, path: source), copied.sha256 == record.sha256,
-                              copied.size == record.size else {
-                            outcomes.append(.refused(Problem(.moveSourceGone, detail: "\(quoted(source)) does not hold the content of \(quoted(record.path)) any more; send it")))
-                            continue
-                        }
-                        record.data = copied.data
-                        record.asset = copied.asset
-                    }
-                    tag += 1
-                    record.changeTag = tag
-                    if record.deleted {
-                        record.data = nil
-                        record.asset = nil
-                    }
-                    let values: [any SQLBindable] = [
-                        tag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
-                        record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
-                        record.device, now, record.deleted ? nil : record.movedFrom, record.data, record.asset?.storedChunks,
-                    ]
-                    let statement = try db.prepare(current == 0 ? Self.insertSQL : Self.updateSQL)
-                    try statement.bind(current == 0 ? values : values + [current])
-                    while try statement.step() {}
-                    statement.reset()
-                    deltas.change(path: record.path, from: previous, to: FolderDigestTable.content(deleted: record.deleted, sha256: record.sha256),
-                                  tag: tag)
-                    outcomes.append(.saved(record.withoutData))
-                }
-                if tag != firstTag { try db.run("UPDATE meta SET value = ? WHERE key = 'last_tag'", tag) }
-                try Self.saveDigests(db, user: user, deltas)
-                return outcomes
+                let transaction = try SaveTransactionSQL(db, user: user)
+                let result = try SaveStep.apply(items, in: transaction, now: Clock.now())
+                try transaction.finish()
+                return result.outcomes
             }
         }
         checkpointer.wrote(bytes: items.reduce(0) { $0 + 256 + ($1.record.data?.count ?? 0) + ($1.record.asset?.chunks?.count ?? 0) * ManifestCoding.entryBytes })
         return outcomes
     }
 
-    /// The change tag of the user's record at `path` (0: none) and its content id while it is live.
-    private static func current(_ db: SQLiteDatabase, user: String, path: String) throws -> (tag: Int64, content: String?) {
-        var found: (tag: Int64, content: String?) = (0, nil)
-        try db.query("SELECT change_tag, deleted, sha256 FROM records WHERE user = ? AND path = ?", user, path) { row in
-            found = (row.int64(0), FolderDigestTable.content(deleted: row.bool(1), sha256: row.text(2)))
+    /// `SaveStep`'s reads and writes in SQLite, for one user inside the writer's transaction. Tags come
+    /// from `meta.last_tag`, written back once by `finish()`.
+    final class SaveTransactionSQL: SaveTransaction {
+        let db: SQLiteDatabase
+        let user: String
+        private let firstTag: Int64
+        private var tag: Int64
+
+        init(_ db: SQLiteDatabase, user: String) throws {
+            self.db = db
+            self.user = user
+            firstTag = try db.scalar("SELECT value FROM meta WHERE key = 'last_tag'") ?? 0
+            tag = firstTag
         }
-        return found
+
+        func current(path: String) throws -> CurrentVersion? {
+            var found: CurrentVersion?
+            try db.query("SELECT change_tag, deleted, sha256 FROM records WHERE user = ? AND path = ?", user, path) { row in
+                found = CurrentVersion(tag: row.int64(0), deleted: row.bool(1), sha256: row.text(2))
+            }
+            return found
+        }
+
+        func record(tag: Int64) throws -> Record { try SQLiteRecordStore.fetch(db, changeTag: tag) }
+
+        func liveContent(path: String) throws -> Record? { try SQLiteRecordStore.content(db, user: user, path: path) }
+
+        func nextTag() throws -> Int64 {
+            tag += 1
+            return tag
+        }
+
+        func write(_ record: Record, replacing: Int64, savedAt: Int64) throws {
+            let values: [any SQLBindable] = [
+                record.changeTag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
+                record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
+                record.device, savedAt, record.deleted ? nil : record.movedFrom, record.data, record.asset?.storedChunks,
+            ]
+            let statement = try db.prepare(replacing == 0 ? SQLiteRecordStore.insertSQL : SQLiteRecordStore.updateSQL)
+            try statement.bind(replacing == 0 ? values : values + [replacing])
+            while try statement.step() {}
+            statement.reset()
+        }
+
+        func saveDigests(_ deltas: FolderDeltas) throws { try SQLiteRecordStore.saveDigests(db, user: user, deltas) }
+
+        /// Keeps the tag counter where the batch left it.
+        func finish() throws {
+            if tag != firstTag { try db.run("UPDATE meta SET value = ? WHERE key = 'last_tag'", tag) }
+        }
     }
 
     /// XORs a batch's changes into the user's folder rows, one upsert per folder.
-    private static func saveDigests(_ db: SQLiteDatabase, user: String, _ deltas: FolderDeltas) throws {
+    static func saveDigests(_ db: SQLiteDatabase, user: String, _ deltas: FolderDeltas) throws {
         if deltas.isEmpty { return }
         let statement = try db.prepare(digestSQL.upsert)
         for row in FolderDigestTable.upserts(user: user, deltas) {
@@ -256,7 +254,7 @@ public final class SQLiteRecordStore: ServerStore {
     }
 
     /// The current content of a live record, for a move that copies it.
-    private static func content(_ db: SQLiteDatabase, user: String, path: String) throws -> Record? {
+    static func content(_ db: SQLiteDatabase, user: String, path: String) throws -> Record? {
         var found: Record?
         try db.query("SELECT \(columns), data FROM records WHERE user = ? AND path = ? AND deleted = 0", user, path) { row in
             found = try record(from: row, hasData: true)
@@ -264,7 +262,7 @@ public final class SQLiteRecordStore: ServerStore {
         return found
     }
 
-    private static func fetch(_ db: SQLiteDatabase, changeTag: Int64) throws -> Record {
+    static func fetch(_ db: SQLiteDatabase, changeTag: Int64) throws -> Record {
         var found: Record?
         try db.query("SELECT \(columns), data FROM records WHERE change_tag = ?", changeTag) { found = try record(from: $0, hasData: true) }
         guard let found else {

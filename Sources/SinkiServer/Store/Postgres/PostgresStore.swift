@@ -195,12 +195,12 @@ public final class PostgresStore: ServerStore {
 
     // MARK: Writing
 
-    private static let insertSQL = """
+    static let insertSQL = """
         INSERT INTO records (change_tag, owner, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag,
                              size, sha256, mode, modified_at, device, saved_at, moved_from, data, asset_chunks)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
         """
-    private static let updateSQL = """
+    static let updateSQL = """
         UPDATE records SET change_tag = $1, owner = $2, path = $3, type = $4, asset_id = $5, asset_size = $6,
                            asset_sha256 = $7, deleted = $8, base_tag = $9, size = $10, sha256 = $11, mode = $12,
                            modified_at = $13, device = $14, saved_at = $15, moved_from = $16, data = $17, asset_chunks = $18
@@ -209,83 +209,71 @@ public final class PostgresStore: ServerStore {
 
     public func modify(user: String, items: [CheckedRecord]) throws -> [StoreOutcome] {
         if items.isEmpty { return [] }
-        let (outcomes, lastTag) = try pool.use { db in
+        let result = try pool.use { db in
             try db.transaction {
                 // The user's lock orders their commits (see the type comment); held until COMMIT.
                 try Self.lockUser(db, user)
-                var lastTag: Int64?
-                let now = Clock.now()
-                var outcomes: [StoreOutcome] = []
-                outcomes.reserveCapacity(items.count)
-                var deltas = FolderDeltas()
-                for item in items {
-                    var record = item.record
-                    let (current, previous) = try Self.current(db, user: user, path: record.path)
-                    guard current == record.baseTag else {
-                        if current == 0 {
-                            outcomes.append(.conflict(Record(path: record.path, deleted: true, changeTag: 0)))
-                        } else {
-                            outcomes.append(.conflict(try Self.fetch(db, changeTag: current)))
-                        }
-                        continue
-                    }
-                    if !record.deleted, record.data == nil, record.asset == nil, let source = record.movedFrom {
-                        // A rename: the content is the source record's, copied here in this transaction.
-                        guard let copied = try Self.content(db, user: user, path: source), copied.sha256 == record.sha256,
-                              copied.size == record.size else {
-                            outcomes.append(.refused(Problem(.moveSourceGone, detail: "\(quoted(source)) does not hold the content of \(quoted(record.path)) any more; send it")))
-                            continue
-                        }
-                        record.data = copied.data
-                        record.asset = copied.asset
-                    }
-                    guard let tag = try db.scalar("SELECT nextval('change_tags')") else {
-                        throw RecordStoreError(path: db.database, message: "the change_tags sequence gave no value")
-                    }
-                    lastTag = tag
-                    record.changeTag = tag
-                    if record.deleted {
-                        record.data = nil
-                        record.asset = nil
-                    }
-                    let values: [any PGBindable] = [
-                        tag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
-                        record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
-                        record.device, now, record.deleted ? nil : record.movedFrom, record.data, record.asset?.storedChunks,
-                    ]
-                    try db.execute(current == 0 ? Self.insertSQL : Self.updateSQL, current == 0 ? values : values + [current])
-                    deltas.change(path: record.path, from: previous, to: FolderDigestTable.content(deleted: record.deleted, sha256: record.sha256),
-                                  tag: tag)
-                    outcomes.append(.saved(record.withoutData))
-                }
-                try Self.saveDigests(db, user: user, deltas)
-                if lastTag != nil {
+                let result = try SaveStep.apply(items, in: SaveTransactionSQL(db, user: user), now: Clock.now())
+                if result.lastTag != nil {
                     // Inside the transaction: PostgreSQL delivers it at commit, and only then.
                     try db.execute("SELECT pg_notify($1, $2)", [PGChangeSignal.channel, user])
                 }
-                return (outcomes, lastTag)
+                return result
             }
         }
-        if let lastTag { afterCommit?(user, lastTag) }
-        return outcomes
+        if let lastTag = result.lastTag { afterCommit?(user, lastTag) }
+        return result.outcomes
+    }
+
+    /// `SaveStep`'s reads and writes in PostgreSQL, for one user inside a transaction that holds the
+    /// user's lock. Tags come from the `change_tags` sequence.
+    final class SaveTransactionSQL: SaveTransaction {
+        let db: PGConnection
+        let user: String
+
+        init(_ db: PGConnection, user: String) {
+            self.db = db
+            self.user = user
+        }
+
+        func current(path: String) throws -> CurrentVersion? {
+            let rows = try db.query("SELECT change_tag, deleted, sha256 FROM records WHERE owner = $1 AND path = $2", [user, path])
+            guard rows.count > 0 else { return nil }
+            return CurrentVersion(tag: try rows.int64(0, 0), deleted: try rows.bool(0, 1), sha256: try rows.text(0, 2))
+        }
+
+        func record(tag: Int64) throws -> Record { try PostgresStore.fetch(db, changeTag: tag) }
+
+        func liveContent(path: String) throws -> Record? { try PostgresStore.content(db, user: user, path: path) }
+
+        func nextTag() throws -> Int64 {
+            guard let tag = try db.scalar("SELECT nextval('change_tags')") else {
+                throw RecordStoreError(path: db.database, message: "the change_tags sequence gave no value")
+            }
+            return tag
+        }
+
+        func write(_ record: Record, replacing: Int64, savedAt: Int64) throws {
+            let values: [any PGBindable] = [
+                record.changeTag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
+                record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
+                record.device, savedAt, record.deleted ? nil : record.movedFrom, record.data, record.asset?.storedChunks,
+            ]
+            try db.execute(replacing == 0 ? PostgresStore.insertSQL : PostgresStore.updateSQL, replacing == 0 ? values : values + [replacing])
+        }
+
+        func saveDigests(_ deltas: FolderDeltas) throws { try PostgresStore.saveDigests(db, user: user, deltas) }
     }
 
     /// Takes `user`'s transaction lock: modifies and sweeps of one user one after the other.
-    private static func lockUser(_ db: PGConnection, _ user: String) throws(PostgresError) {
+    static func lockUser(_ db: PGConnection, _ user: String) throws(PostgresError) {
         try db.execute("SELECT pg_advisory_xact_lock(\(userLockClass), hashtext($1))", [user])
-    }
-
-    /// The change tag of the user's record at `path` (0: none) and its content id while it is live.
-    private static func current(_ db: PGConnection, user: String, path: String) throws -> (tag: Int64, content: String?) {
-        let rows = try db.query("SELECT change_tag, deleted, sha256 FROM records WHERE owner = $1 AND path = $2", [user, path])
-        guard rows.count > 0 else { return (0, nil) }
-        return (try rows.int64(0, 0), FolderDigestTable.content(deleted: try rows.bool(0, 1), sha256: try rows.text(0, 2)))
     }
 
     /// XORs a batch's changes into the user's folder rows, one upsert per folder. Under the user's lock
     /// no other modify of the user runs, and the XOR in the statement would keep the rows right even
     /// without it.
-    private static func saveDigests(_ db: PGConnection, user: String, _ deltas: FolderDeltas) throws {
+    static func saveDigests(_ db: PGConnection, user: String, _ deltas: FolderDeltas) throws {
         for row in FolderDigestTable.upserts(user: user, deltas) {
             try db.execute(digestSQL.upsert, [row.user, row.parent, row.path] as [any PGBindable] + row.words.map { $0 as any PGBindable } + [row.head])
         }
@@ -319,12 +307,12 @@ public final class PostgresStore: ServerStore {
     }
 
     /// The current content of a live record, for a move that copies it.
-    private static func content(_ db: PGConnection, user: String, path: String) throws -> Record? {
+    static func content(_ db: PGConnection, user: String, path: String) throws -> Record? {
         let rows = try db.query("SELECT \(columns), data FROM records WHERE owner = $1 AND path = $2 AND NOT deleted", [user, path])
         return rows.count == 0 ? nil : try record(rows, 0, hasData: true)
     }
 
-    private static func fetch(_ db: PGConnection, changeTag: Int64) throws -> Record {
+    static func fetch(_ db: PGConnection, changeTag: Int64) throws -> Record {
         let rows = try db.query("SELECT \(columns), data FROM records WHERE change_tag = $1", [changeTag])
         guard rows.count > 0 else {
             throw RecordStoreError(path: db.database, message: "bug: record \(changeTag) vanished inside a transaction")
