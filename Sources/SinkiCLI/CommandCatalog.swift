@@ -27,7 +27,7 @@ public enum CommandCatalog {
         operands: .none, help: Help.run)
     public static let serve = CommandSpec(
         name: "serve", summary: "run the sync server; its users and tokens (serve token, serve user)",
-        valued: ["listen", "data", "database", "tokens", "log-level", "public-url", "max-upload-size", "upload-expiry", "chunk-grace", "tombstone-days", "rate-limit", "device", "prefix", "max-upload", "max-uploads", "expires", "output"],
+        valued: ["listen", "data", "database", "tokens", "log-level", "public-url", "max-upload-size", "upload-expiry", "chunk-grace", "tombstone-days", "history-days", "quota", "rate-limit", "device", "prefix", "max-upload", "max-uploads", "expires", "output"],
         boolean: ["insecure-no-auth", "behind-proxy", "read-only", "yes", "json", "help"],
         operands: .none, help: Help.serve)
     public static let status = CommandSpec(

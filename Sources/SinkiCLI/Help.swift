@@ -51,13 +51,14 @@ enum Help {
 
     static let serve = """
         usage: sinkid serve --listen ADDR --data DIR [--database URL] [--tokens FILE] [--max-upload-size SIZE] [--upload-expiry TIME]
-                            [--chunk-grace TIME] [--tombstone-days N] [--rate-limit N] [--public-url URL] [--behind-proxy]
-                            [--insecure-no-auth] [--log-level LEVEL]
+                            [--chunk-grace TIME] [--tombstone-days N] [--history-days N] [--quota SIZE] [--rate-limit N]
+                            [--public-url URL] [--behind-proxy] [--insecure-no-auth] [--log-level LEVEL]
                sinkid serve token add USER --device NAME --data DIR [--read-only] [--prefix PATH/]
                                   [--max-upload SIZE] [--max-uploads N] [--expires TIME] [--output FILE] [--json]
                sinkid serve token list [USER] --data DIR [--json]
                sinkid serve token revoke ID --data DIR
                sinkid serve user list --data DIR [--json]
+               sinkid serve user quota USER SIZE|none --data DIR
                sinkid serve user remove USER --yes --data DIR
 
         Runs the sync server: records, users and device tokens in SQLite under DIR (or in the
@@ -70,7 +71,14 @@ enum Help {
         the user if new and prints the new token as its last line, once: the server keeps only its
         hash. A token may be narrowed (read-only, a path prefix, upload size and count, a lifetime).
         token revoke ends a token and every token minted from it at once, also for a running server.
+        user list shows each user's storage: what their current files take and what the versions kept
+        for history take besides (a chunk counts once, however many versions share it), and their quota.
+        user quota sets how much a user may store, history included (none: the server's --quota); a
+        save that would pass it is refused (507) and the agent keeps it until there is room.
         user remove deletes the user's records, tokens, uploads and chunks for good.
+
+        Every version of every path, deletes included, is kept for --history-days (sinkid history,
+        cat and restore read them), and the chunks and data only old versions hold stay as long.
 
         options:
           --listen ADDR        address and port, e.g. 0.0.0.0:7071 or [::1]:7071 (default 127.0.0.1:7071)
@@ -96,8 +104,12 @@ enum Help {
           --upload-expiry TIME     unfinished uploads are removed this long after their last PATCH (default 24h)
           --chunk-grace TIME       chunks no record names are removed this long after they were last uploaded
                                    or asked for (default 24h)
-          --tombstone-days N   deletes are remembered N days (default 30; 0: forever); an agent away longer
-                               compares everything with the server when it is back
+          --tombstone-days N   deletes are remembered N days (default 30; 0: forever), at least as long as
+                               the history; an agent away longer compares everything with the server when it is back
+          --history-days N     every version is kept until N days after a newer one replaced it (default 30;
+                               0: no history)
+          --quota SIZE         how much each user may store, history included (e.g. 10GiB; default none);
+                               serve user quota sets one user's
           --log-level LEVEL    debug, info, warning or error (default info)
         \(helpOption)
         """

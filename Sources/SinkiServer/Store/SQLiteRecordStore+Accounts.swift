@@ -60,7 +60,9 @@ extension SQLiteRecordStore {
     public func users() throws -> [ServerUser] {
         try reader().use { db in
             var out: [ServerUser] = []
-            try db.query("SELECT name, created_at FROM users ORDER BY name") { out.append(ServerUser(name: $0.text(0), createdAt: $0.int64(1))) }
+            try db.query("SELECT name, created_at, quota FROM users ORDER BY name") {
+                out.append(ServerUser(name: $0.text(0), createdAt: $0.int64(1), quota: $0.optionalInt64(2)))
+            }
             return out
         }
     }
@@ -79,6 +81,9 @@ extension SQLiteRecordStore {
                     try db.run("UPDATE meta SET value = ? WHERE key = 'revocations'", count)
                 }
                 try db.run("DELETE FROM records WHERE user = ?", name)
+                try db.run("DELETE FROM versions WHERE user = ?", name)
+                try db.run("DELETE FROM chunk_refs WHERE user = ?", name)
+                try db.run("DELETE FROM usage WHERE user = ?", name)
                 try db.run("DELETE FROM folder_digests WHERE user = ?", name)
                 try db.run("DELETE FROM token_chains WHERE chain_id IN (SELECT chain_id FROM tokens WHERE user = ?)", name)
                 try db.run("DELETE FROM users WHERE name = ?", name)

@@ -35,9 +35,11 @@ extension PostgresStore {
 
     public func users() throws -> [ServerUser] {
         try pool.use { db in
-            let rows = try db.query("SELECT name, created_at FROM users ORDER BY name")
+            let rows = try db.query("SELECT name, created_at, quota FROM users ORDER BY name")
             var out: [ServerUser] = []
-            for row in 0..<rows.count { out.append(ServerUser(name: try rows.text(row, 0), createdAt: try rows.int64(row, 1))) }
+            for row in 0..<rows.count {
+                out.append(ServerUser(name: try rows.text(row, 0), createdAt: try rows.int64(row, 1), quota: try rows.optionalInt64(row, 2)))
+            }
             return out
         }
     }
@@ -56,6 +58,9 @@ extension PostgresStore {
                                    [Clock.now(), count, name])
                 }
                 try db.execute("DELETE FROM records WHERE owner = $1", [name])
+                try db.execute("DELETE FROM versions WHERE owner = $1", [name])
+                try db.execute("DELETE FROM chunk_refs WHERE owner = $1", [name])
+                try db.execute("DELETE FROM usage WHERE owner = $1", [name])
                 try db.execute("DELETE FROM folder_digests WHERE owner = $1", [name])
                 try db.execute("DELETE FROM token_chains WHERE chain_id IN (SELECT chain_id FROM tokens WHERE owner = $1)", [name])
                 try db.execute("DELETE FROM users WHERE name = $1", [name])

@@ -19,6 +19,8 @@ import SinkiSupport
 ///   (`FolderDigestTable`), updated in the modify's transaction, under the user's lock, by upserts that
 ///   XOR in the statement; schema 4, computed from the records when an older database is opened.
 /// - `users`, `tokens`, `token_chains`: as in SQLite (`SQLiteRecordStore+Accounts.swift`).
+/// - `versions`, `chunk_refs`, `usage`, `users.quota`: the history and each user's usage, schema 5
+///   (`PostgresStore+History.swift`).
 ///
 /// Tags are in commit order for each user, which is all a reader (one user's feed) sees: a modify (and
 /// a sweep) first takes its user's transaction lock (`pg_advisory_xact_lock(userLockClass,
@@ -37,11 +39,13 @@ public final class PostgresStore: ServerStore {
     private let url: String
     /// Called after a modify that saved records commits, with the user and the last tag it saved (not
     /// under any lock): where a `NOTIFY` for other server processes would go.
-    private let afterCommit: (@Sendable (_ user: String, _ lastTag: Int64) -> Void)?
+    let afterCommit: (@Sendable (_ user: String, _ lastTag: Int64) -> Void)?
+    public let policy: StorePolicy
 
     /// 1: records, users and device tokens. 2: tags from a sequence under per-user locks. 3: manifests
-    /// of chunks (`asset_chunks`) and the index of records by asset. 4: folder digests.
-    static let schemaVersion = 4
+    /// of chunks (`asset_chunks`) and the index of records by asset. 4: folder digests. 5: kept versions,
+    /// usage and quotas.
+    static let schemaVersion = 5
 
     static let digestSQL = FolderDigestTable.SQL(FolderDigestTable.Dialect(
         user: "owner", text: "TEXT COLLATE \"C\"", integer: "BIGINT", tableOptions: "", parameter: { "$\($0)" },
@@ -55,9 +59,10 @@ public final class PostgresStore: ServerStore {
     static let userLockClass: Int32 = 7193452
 
     /// Connects to `url` with `connections` connections (one per server thread is plenty), creating or
-    /// migrating the schema.
-    public init(url: String, connections: Int = 4,
+    /// migrating the schema. `policy`: what a save keeps, and the quota of users with none of their own.
+    public init(url: String, connections: Int = 4, policy: StorePolicy = StorePolicy(),
                 afterCommit: (@Sendable (_ user: String, _ lastTag: Int64) -> Void)? = nil) throws {
+        self.policy = policy
         pool = try PGPool(url: url, size: connections)
         database = pool.database
         self.url = url
@@ -111,6 +116,11 @@ public final class PostgresStore: ServerStore {
                 try db.execute(digestSQL.schema)
                 try rebuildDigests(db)
                 try db.execute("UPDATE schema_version SET version = 4")
+            }
+            if version < 5 {
+                try db.execute(historySchema)
+                try rebuildUsage(db)
+                try db.execute("UPDATE schema_version SET version = 5")
             }
             let id = try db.query("SELECT store_id FROM store")
             guard id.count == 1, let storeID = id.optionalText(0, 0), !storeID.isEmpty else {
@@ -213,7 +223,8 @@ public final class PostgresStore: ServerStore {
             try db.transaction {
                 // The user's lock orders their commits (see the type comment); held until COMMIT.
                 try Self.lockUser(db, user)
-                let result = try SaveStep.apply(items, in: SaveTransactionSQL(db, user: user), now: Clock.now())
+                let result = try SaveStep.apply(items, user: user, in: SaveTransactionSQL(db, user: user, policy: policy),
+                                                now: Clock.now())
                 if result.lastTag != nil {
                     // Inside the transaction: PostgreSQL delivers it at commit, and only then.
                     try db.execute("SELECT pg_notify($1, $2)", [PGChangeSignal.channel, user])
@@ -230,16 +241,24 @@ public final class PostgresStore: ServerStore {
     final class SaveTransactionSQL: SaveTransaction {
         let db: PGConnection
         let user: String
+        let policy: StorePolicy
+        var keepsHistory: Bool { policy.keepsHistory }
 
-        init(_ db: PGConnection, user: String) {
+        init(_ db: PGConnection, user: String, policy: StorePolicy) {
             self.db = db
             self.user = user
+            self.policy = policy
         }
 
         func current(path: String) throws -> CurrentVersion? {
-            let rows = try db.query("SELECT change_tag, deleted, sha256 FROM records WHERE owner = $1 AND path = $2", [user, path])
+            let rows = try db.query("""
+                SELECT change_tag, deleted, sha256, COALESCE(octet_length(data), 0),
+                       CASE WHEN asset_chunks IS NULL THEN COALESCE(asset_size, 0) ELSE 0 END, asset_chunks IS NOT NULL
+                FROM records WHERE owner = $1 AND path = $2
+                """, [user, path])
             guard rows.count > 0 else { return nil }
-            return CurrentVersion(tag: try rows.int64(0, 0), deleted: try rows.bool(0, 1), sha256: try rows.text(0, 2))
+            return CurrentVersion(tag: try rows.int64(0, 0), deleted: try rows.bool(0, 1), sha256: try rows.text(0, 2),
+                                  inlineBytes: try rows.int64(0, 3), blobBytes: try rows.int64(0, 4), hasChunks: try rows.bool(0, 5))
         }
 
         func record(tag: Int64) throws -> Record { try PostgresStore.fetch(db, changeTag: tag) }
@@ -285,9 +304,9 @@ public final class PostgresStore: ServerStore {
     // MARK: Reading
 
     /// Columns read into a Record, `data` last when asked for, as in SQLite.
-    private static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from, asset_chunks"
+    static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from, asset_chunks"
 
-    private static func record(_ rows: PGResult, _ row: Int, hasData: Bool) throws -> Record {
+    static func record(_ rows: PGResult, _ row: Int, hasData: Bool) throws -> Record {
         var record = Record(path: try rows.text(row, 1), type: try rows.text(row, 2))
         record.changeTag = try rows.int64(row, 0)
         if let id = rows.optionalText(row, 3) {
@@ -363,8 +382,12 @@ public final class PostgresStore: ServerStore {
 
     public func namesAsset(user: String, assetID: String, within prefix: String) throws -> Bool {
         try pool.use { db in
+            // A kept version's asset may be read as a current record's is (`sinkid cat --version`).
             try db.query("""
                 SELECT 1 FROM records WHERE owner = $1 AND asset_id = $2 AND NOT deleted
+                AND path >= $3 AND path < $4 AND (path = $3 OR path >= $5)
+                UNION ALL
+                SELECT 1 FROM versions WHERE owner = $1 AND asset_id = $2 AND NOT deleted
                 AND path >= $3 AND path < $4 AND (path = $3 OR path >= $5) LIMIT 1
                 """, [user, assetID, prefix, prefix + "0", prefix + "/"]).count > 0
         }
@@ -372,17 +395,17 @@ public final class PostgresStore: ServerStore {
 
     public func manifest(user: String, assetID: String, within prefix: String?) throws -> [ChunkRef]? {
         try pool.use { db in
-            let rows: PGResult
-            if let prefix {
-                rows = try db.query("""
-                    SELECT path, asset_chunks FROM records WHERE owner = $1 AND asset_id = $2 AND NOT deleted AND asset_chunks IS NOT NULL
-                    AND path >= $3 AND path < $4 AND (path = $3 OR path >= $5) LIMIT 1
-                    """, [user, assetID, prefix, prefix + "0", prefix + "/"])
-            } else {
-                rows = try db.query("""
-                    SELECT path, asset_chunks FROM records WHERE owner = $1 AND asset_id = $2 AND NOT deleted AND asset_chunks IS NOT NULL LIMIT 1
-                    """, [user, assetID])
-            }
+            // A live record's first, then a kept version's (`sinkid cat --version`).
+            let narrowed = prefix.map { [$0, $0 + "0", $0 + "/"] } ?? ["", "", ""]
+            let rows = try db.query("""
+                SELECT path, asset_chunks FROM (
+                    SELECT 0 AS kept, path, asset_chunks FROM records WHERE owner = $1 AND asset_id = $2 AND NOT deleted AND asset_chunks IS NOT NULL
+                    AND ($3 = '' OR (path >= $3 AND path < $4 AND (path = $3 OR path >= $5)))
+                    UNION ALL
+                    SELECT 1, path, asset_chunks FROM versions WHERE owner = $1 AND asset_id = $2 AND NOT deleted AND asset_chunks IS NOT NULL
+                    AND ($3 = '' OR (path >= $3 AND path < $4 AND (path = $3 OR path >= $5)))
+                ) found ORDER BY kept LIMIT 1
+                """, [user, assetID, narrowed[0], narrowed[1], narrowed[2]])
             guard rows.count > 0, let stored = try rows.optionalBytes(0, 1) else { return nil }
             return try Asset.chunks(stored: stored, path: try rows.text(0, 0))
         }
@@ -393,8 +416,11 @@ public final class PostgresStore: ServerStore {
             // The head first: a modify draws its tags under the user's lock and holds it to its commit, so
             // every record of the user at or below the head is committed, and the list read next holds it.
             let head = try db.scalar("SELECT max(change_tag) FROM records WHERE owner = $1", user) ?? 0
+            // Kept versions hold their chunks until they expire.
             let rows = try db.query("""
                 SELECT path, asset_chunks FROM records WHERE owner = $1 AND change_tag > $2 AND NOT deleted AND asset_chunks IS NOT NULL
+                UNION ALL
+                SELECT path, asset_chunks FROM versions WHERE owner = $1 AND change_tag > $2 AND NOT deleted AND asset_chunks IS NOT NULL
                 """, [user, tag])
             var names = Set<String>()
             for row in 0..<rows.count {
@@ -481,7 +507,10 @@ public final class PostgresStore: ServerStore {
 
     public func assetIDs() throws -> Set<String> {
         try pool.use { db in
-            let rows = try db.query("SELECT DISTINCT asset_id FROM records WHERE asset_id IS NOT NULL AND asset_chunks IS NULL")
+            let rows = try db.query("""
+                SELECT DISTINCT asset_id FROM records WHERE asset_id IS NOT NULL AND asset_chunks IS NULL
+                UNION SELECT DISTINCT asset_id FROM versions WHERE asset_id IS NOT NULL AND asset_chunks IS NULL
+                """)
             var ids = Set<String>()
             for row in 0..<rows.count { ids.insert(try rows.text(row, 0)) }
             return ids
