@@ -223,6 +223,56 @@ enum Help {
         \(helpOption)
         """
 
+    static let history = """
+        usage: sinkid history PATH [--json] [--state DIR]
+
+        Lists the versions the server keeps of PATH (a record path such as SaveGames/a.save, or the
+        file's own path in a root), newest first: each version's number, when the server saved it,
+        the device, the size, the mode and the start of its SHA-256; deletes are versions too. The
+        server keeps every version until --history-days (30 by default) after a newer one replaced
+        it. Asks the agent's server with the agent's token. \(notRunning)
+
+        options:
+          --json               {"path", "versions": [{"version", "time", "device", "size", "sha256", "deleted",
+                               "mode", "type"}]}
+        \(stateOption)
+        \(helpOption)
+        """
+
+    static let cat = """
+        usage: sinkid cat PATH --version N [--state DIR]
+
+        Writes version N of PATH (from sinkid history) to standard output, every byte checked
+        against its hash first. \(notRunning)
+
+        options:
+          --version N          the version (sinkid history PATH lists them)
+        \(stateOption)
+        \(helpOption)
+        """
+
+    static let restore = """
+        usage: sinkid restore PATH --version N [--to NEWPATH] [--dry-run] [--json] [--state DIR]
+               sinkid restore FOLDER/ --at TIME [--dry-run] [--json] [--state DIR]
+
+        Makes version N of PATH current again, at PATH or at NEWPATH (the current one kept); or brings
+        every path below FOLDER (SaveGames/ for a whole root) back to its state at TIME, in one batch:
+        changed files get their old content, type and mode back, files deleted since come back, files
+        and folders made since are deleted. A restore is a new change the server saves and every agent,
+        this one included, receives through the normal path and merge rules; what it replaces stays in
+        history, so a restore can itself be undone. \(notRunning)
+
+        options:
+          --version N          the version to bring back (sinkid history PATH lists them)
+          --to NEWPATH         put it at NEWPATH instead (a record path in a root)
+          --at TIME            a moment: RFC 3339 (2026-12-01T18:00:00Z), local (2026-12-01 18:00[:SS])
+                               or an age (10m, 2h, 3d)
+          --dry-run            list what would change; change nothing
+        \(jsonOption)
+        \(stateOption)
+        \(helpOption)
+        """
+
     static let completion = """
         usage: sinkid completion bash|zsh|fish
 
