@@ -17,7 +17,11 @@ enum Moment {
         for options: ISO8601DateFormatter.Options in [[.withInternetDateTime], [.withInternetDateTime, .withFractionalSeconds]] {
             let formatter = ISO8601DateFormatter()
             formatter.formatOptions = options
-            if let date = formatter.date(from: trimmed) { return Int64((date.timeIntervalSince1970 * 1e9).rounded()) }
+            if let date = formatter.date(from: trimmed) {
+                // Whole seconds and microseconds apart: a Double of nanoseconds since 1970 is off by hundreds.
+                let seconds = date.timeIntervalSince1970.rounded(.down)
+                return Int64(seconds) * 1_000_000_000 + Int64(((date.timeIntervalSince1970 - seconds) * 1e6).rounded()) * 1000
+            }
         }
         return local(trimmed)
     }
