@@ -64,22 +64,32 @@ extension SQLiteRecordStore {
         let defaultQuota: Int64?
 
         func countChunks(_ changes: [ChunkCountChange]) throws -> [ChunkCounts] {
-            let upsert = try db.prepare("""
-                INSERT INTO chunk_refs(user, chunk, size, live, kept) VALUES (?1, ?2, ?3, ?4, ?5)
-                ON CONFLICT(user, chunk) DO UPDATE SET live = max(0, live + ?4), kept = max(0, kept + ?5)
-                RETURNING live, kept
-                """)
-            var counts: [ChunkCounts] = []
-            counts.reserveCapacity(changes.count)
-            var forgotten: [String] = []
+            // One statement for the whole list (a version of a 1 GiB file names about a thousand chunks):
+            // a row per chunk from a JSON array, each upserted, the counts after returned with the name.
+            var list = JSONWriter(capacity: changes.count * 96)
+            list.beginArray()
             for change in changes {
-                try upsert.bind([user, change.name, change.size, change.live, change.kept])
-                var count = ChunkCounts(live: 0, kept: 0)
-                while try upsert.step() { count = ChunkCounts(live: upsert.int64(0), kept: upsert.int64(1)) }
-                upsert.reset()
-                counts.append(count)
-                if count.live <= 0 && count.kept <= 0 { forgotten.append(change.name) }
+                list.beginArray()
+                list.string(change.name)
+                list.int(change.size)
+                list.int(change.live)
+                list.int(change.kept)
+                list.endArray()
             }
+            list.endArray()
+            var counts: [String: ChunkCounts] = [:]
+            counts.reserveCapacity(changes.count)
+            try db.query("""
+                INSERT INTO chunk_refs(user, chunk, size, live, kept)
+                SELECT ?1, value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?2) WHERE true
+                ON CONFLICT(user, chunk) DO UPDATE SET live = max(0, live + excluded.live), kept = max(0, kept + excluded.kept)
+                RETURNING chunk, live, kept
+                """, user, String(decoding: list.bytes, as: UTF8.self)) { row in
+                counts[row.text(0)] = ChunkCounts(live: row.int64(1), kept: row.int64(2))
+            }
+            // A chunk no current record nor kept version names any more is forgotten (a count gone wrong
+            // below zero, too).
+            let forgotten = counts.filter { $0.value.live <= 0 && $0.value.kept <= 0 }.map(\.key)
             if !forgotten.isEmpty {
                 let delete = try db.prepare("DELETE FROM chunk_refs WHERE user = ? AND chunk = ?")
                 for name in forgotten {
@@ -88,7 +98,7 @@ extension SQLiteRecordStore {
                     delete.reset()
                 }
             }
-            return counts
+            return changes.map { counts[$0.name] ?? ChunkCounts(live: 0, kept: 0) }
         }
 
         func addUsage(liveBytes: Int64, historyBytes: Int64) throws -> StorageFigures {
