@@ -63,9 +63,13 @@ private struct CommandFailed: Error, CustomStringConvertible {
         // Five versions: text, binary, one large enough to travel as chunks, and two more; each its own mode.
         let contents: [[UInt8]] = [Array("first save\n".utf8), randomData(3000), randomData(700_000), Array("fourth\n".utf8), randomData(50_000)]
         let modes: [mode_t] = [0o644, 0o600, 0o755, 0o640, 0o700]
+        try FileManager.default.createDirectory(atPath: a + "/slot", withIntermediateDirectories: true)
         for (index, content) in contents.enumerated() {
-            try writeFile(a + "/slot/a.save", Data(content))
-            chmod(a + "/slot/a.save", modes[index])
+            // Bytes and mode land together (one rename), so each edit is one version, not a save and a chmod.
+            let staged = cluster.directory.child("staged-\(index)")
+            try Data(content).write(to: URL(fileURLWithPath: staged))
+            chmod(staged, modes[index])
+            #expect(rename(staged, a + "/slot/a.save") == 0)
             try await waitUntil("edit \(index + 1) on the server", timeout: 30) {
                 try cluster.serverRecords().contains { $0.path == path && $0.size == Int64(content.count) && $0.mode & 0o777 == modes[index] }
             }
