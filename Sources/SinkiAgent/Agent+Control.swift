@@ -110,6 +110,7 @@ extension Agent: ControlHandler {
         if reachable == false { overall.unreachable = "server \(serverURL) unreachable" + (logger.lastProblem.map { ": \($0.message)" } ?? "") }
         overall.tokenRefused = access.refused
         overall.rateLimitedSeconds = access.rateLimitRemaining(now: Clock.now())
+        overall.storageFull = access.storageFull
         overall.caughtUp = caughtUp
         overall.refused = facts?.refusedCount ?? 0
         overall.toSend = max(0, pendingCount - overall.refused - waiting.held)
@@ -160,7 +161,8 @@ extension Agent: ControlHandler {
                                 startedAt: control.startedAt, stateDirectory: configuration.stateDirectory, state: state, reason: reason),
             server: ServerSummary(url: serverURL, embedded: configuration.serverURL == nil, reachable: reachable,
                                   lastContact: control.lastContact, lastError: lastProblem, tokenRefused: access.refused,
-                                  retryAt: access.rateLimitRemaining(now: Clock.now()) == nil ? nil : access.retryAt),
+                                  retryAt: access.rateLimitRemaining(now: Clock.now()) == nil ? nil : access.retryAt,
+                                  storageFull: access.storageFull),
             roots: roots,
             pending: PendingSummary(count: pendingCount, refused: facts?.refusedCount ?? 0, changes: changes),
             remote: RemoteSummary(upToDate: caughtUp && !control.paused && overall.pausedRoots.isEmpty && overall.toApply == 0 && (facts?.notAppliedCount ?? 0) == 0
@@ -253,6 +255,7 @@ extension Agent: ControlHandler {
             return ControlAck("looking at every root again; paused, so nothing is sent or applied until sinkid resume")
         }
         backoff.reset()
+        storageDueNow()
         logger.info("sync now (sinkid sync): looking at every root and asking the server again")
         // The feed asks without waiting; restartPull ends its backoff sleep.
         feed.askNow = true
@@ -263,6 +266,10 @@ extension Agent: ControlHandler {
 
     public func retry(path: String?) async throws(ControlError) -> [String] {
         guard let replica else { throw ControlError(.unavailable, "the agent is not ready") }
+        if access.storageFull != nil {
+            storageDueNow()
+            pumpSync()
+        }
         var paths = await replica.retryFailures(under: path)
         paths += retryTransfers(under: path).filter { !paths.contains($0) }
         if let path, paths.isEmpty {
@@ -273,6 +280,11 @@ extension Agent: ControlHandler {
             pumpSync()
         }
         return paths
+    }
+
+    public func server() async throws(ControlError) -> ServerAccessNote {
+        ServerAccessNote(url: serverURL, tokenFile: configuration.tokenFile ?? embeddedTokenPath, caFile: configuration.caFile,
+                         device: configuration.device, roots: configuration.roots.map { ($0.name, $0.path) })
     }
 
     public func conflicts() async throws(ControlError) -> [ConflictEntry] {

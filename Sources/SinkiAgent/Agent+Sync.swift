@@ -60,7 +60,7 @@ extension Agent {
             rounds.wanted = false
             let width = max(1, configuration.transfer.parallel)
             var options = StepOptions()
-            options.canSend = caughtUp && accessOpen && (reachable == true || pushProbe)
+            options.canSend = caughtUp && accessOpen && access.storageOpen(now: Clock.now()) && (reachable == true || pushProbe)
             options.canPush = pushTasks.count < Self.pushDepth
             options.maxRecords = configuration.batchRecords
             options.maxBytes = configuration.batchBytes
@@ -124,6 +124,7 @@ extension Agent {
                 let sentAt = Clock.monotonic()
                 let response = try await client.modify(body: body)
                 connected()
+                storageHasRoom()
                 let report = try await replica.acknowledge(batch, response.results)
                 if report.saved > 0 { expectEcho(pushSentAt: sentAt) }
                 logger.debug("pushed \(report.saved) change(s), \(report.conflicts) conflict(s), \(report.refused.count) refused")
@@ -141,8 +142,8 @@ extension Agent {
                 }
             } catch let error as SyncError {
                 await replica.sendFailed(batch)
-                // Refused or slowed down: planned again once the server lets us.
-                if noteAccess(error) { return }
+                // Refused, slowed down or out of room: planned again once the server lets us.
+                if noteAccess(error) || noteStorageFull(error, changes: batch.count) { return }
                 if case .transport = error {
                     disconnected(error)
                     schedulePushProbe()

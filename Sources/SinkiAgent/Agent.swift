@@ -51,6 +51,8 @@ public actor Agent {
     var pushProbe = false
     var pushProbeScheduled = false
     var accessWakeScheduled = false
+    /// Ends a storage refusal's wait (`Agent+Storage.swift`); armed only while one waits.
+    var storageTimer: LoopTimer?
     /// "up to date" was said and nothing has waited since (`sayIfUpToDate`).
     var saidUpToDate = false
     /// Failures in a row of each upload (by transfer key), for the delay before it is tried again.
@@ -256,6 +258,8 @@ public actor Agent {
     private func tearDown() {
         retries.timer?.stop()
         retries.timer = nil
+        storageTimer?.stop()
+        storageTimer = nil
         verify.timer?.stop()
         verify.timer = nil
         stopControl()

@@ -17,6 +17,8 @@ struct SyncStateFacts: Sendable {
     var tokenRefused: String?
     /// Seconds a 429 still holds requests back.
     var rateLimitedSeconds: Int64?
+    /// The server's last `507 storage-full`, while saves wait for room.
+    var storageFull: StorageFullNote?
     var caughtUp = true
     /// Local changes waiting to be sent (refused ones and those held by a waiting conflict not counted).
     var toSend = 0
@@ -59,6 +61,11 @@ enum SyncStateRule {
             return (.error, "token refused by the server (\(refused)): nothing is sent and local changes are kept until the token file changes")
         }
         if let unreachable = facts.unreachable { return (.error, unreachable) }
+        if let full = facts.storageFull, facts.toSend > 0 {
+            let seconds = max(0, Double(full.retryAt - Clock.now()) / 1e9)
+            return (.error, "server storage full: \(full.words); \(facts.toSend) local change(s) kept, sent again "
+                    + (seconds >= 1 ? "in \(HumanUnits.duration(seconds)) (sinkid retry: now)" : "now"))
+        }
         if facts.notAppliedCount > 0 {
             let first = facts.notApplied.first.map { ": \($0.path): \($0.reason)" } ?? ""
             let words = "\(facts.notAppliedCount) remote change(s) not applied\(first)"

@@ -27,7 +27,7 @@ public enum CommandCatalog {
         operands: .none, help: Help.run)
     public static let serve = CommandSpec(
         name: "serve", summary: "run the sync server; its users and tokens (serve token, serve user)",
-        valued: ["listen", "data", "database", "tokens", "log-level", "public-url", "max-upload-size", "upload-expiry", "chunk-grace", "tombstone-days", "rate-limit", "device", "prefix", "max-upload", "max-uploads", "expires", "output"],
+        valued: ["listen", "data", "database", "tokens", "log-level", "public-url", "max-upload-size", "upload-expiry", "chunk-grace", "tombstone-days", "history-days", "quota", "rate-limit", "device", "prefix", "max-upload", "max-uploads", "expires", "output"],
         boolean: ["insecure-no-auth", "behind-proxy", "read-only", "yes", "json", "help"],
         operands: .none, help: Help.serve)
     public static let status = CommandSpec(
@@ -54,6 +54,15 @@ public enum CommandCatalog {
     public static let watch = CommandSpec(
         name: "watch", summary: "print remote changes applied under a path", valued: ["state"], boolean: ["help"],
         operands: .path, help: Help.watch)
+    public static let history = CommandSpec(
+        name: "history", summary: "list the versions the server keeps of a path", valued: ["state"], boolean: ["json", "help"],
+        operands: .path, help: Help.history)
+    public static let cat = CommandSpec(
+        name: "cat", summary: "write one kept version of a file to standard output", valued: ["version", "state"], boolean: ["help"],
+        operands: .path, help: Help.cat)
+    public static let restore = CommandSpec(
+        name: "restore", summary: "make a kept version current again, or a folder what it was at a moment",
+        valued: ["version", "to", "at", "state"], boolean: ["dry-run", "json", "help"], operands: .path, help: Help.restore)
     public static let upload = CommandSpec(
         name: "upload", summary: "upload one file to a tus server (resumable)",
         valued: ["to", "header", "metadata", "state", "token-file", "ca-file", "chunk-size", "parallel", "attempts", "max-rate", "log-level"],
@@ -64,7 +73,7 @@ public enum CommandCatalog {
     public static let help = CommandSpec(
         name: "help", summary: "help for a command", valued: [], boolean: ["help"], operands: .command, help: Help.helpCommand)
 
-    public static let all = [run, serve, upload, status, pause, resume, sync, retry, conflicts, resolve, watch, completion, help]
+    public static let all = [run, serve, upload, status, pause, resume, sync, retry, conflicts, resolve, watch, history, cat, restore, completion, help]
 
     public static func spec(_ name: String) -> CommandSpec? { all.first { $0.name == name } }
 }

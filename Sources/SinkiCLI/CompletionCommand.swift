@@ -25,7 +25,7 @@ enum CompletionCommand {
     static let shells = ["bash", "zsh", "fish"]
 
     /// `sinkid serve`'s subcommands: the noun, then its actions.
-    static let serveSubcommands: [(noun: String, actions: [String])] = [("token", ["add", "list", "revoke"]), ("user", ["list", "remove"])]
+    static let serveSubcommands: [(noun: String, actions: [String])] = [("token", ["add", "list", "revoke"]), ("user", ["list", "quota", "remove"])]
 
     /// What a flag's value is, for completing it.
     enum ValueKind { case directory, file, choice([String]), text }

@@ -51,13 +51,14 @@ enum Help {
 
     static let serve = """
         usage: sinkid serve --listen ADDR --data DIR [--database URL] [--tokens FILE] [--max-upload-size SIZE] [--upload-expiry TIME]
-                            [--chunk-grace TIME] [--tombstone-days N] [--rate-limit N] [--public-url URL] [--behind-proxy]
-                            [--insecure-no-auth] [--log-level LEVEL]
+                            [--chunk-grace TIME] [--tombstone-days N] [--history-days N] [--quota SIZE] [--rate-limit N]
+                            [--public-url URL] [--behind-proxy] [--insecure-no-auth] [--log-level LEVEL]
                sinkid serve token add USER --device NAME --data DIR [--read-only] [--prefix PATH/]
                                   [--max-upload SIZE] [--max-uploads N] [--expires TIME] [--output FILE] [--json]
                sinkid serve token list [USER] --data DIR [--json]
                sinkid serve token revoke ID --data DIR
                sinkid serve user list --data DIR [--json]
+               sinkid serve user quota USER SIZE|none --data DIR
                sinkid serve user remove USER --yes --data DIR
 
         Runs the sync server: records, users and device tokens in SQLite under DIR (or in the
@@ -70,7 +71,14 @@ enum Help {
         the user if new and prints the new token as its last line, once: the server keeps only its
         hash. A token may be narrowed (read-only, a path prefix, upload size and count, a lifetime).
         token revoke ends a token and every token minted from it at once, also for a running server.
+        user list shows each user's storage: what their current files take and what the versions kept
+        for history take besides (a chunk counts once, however many versions share it), and their quota.
+        user quota sets how much a user may store, history included (none: the server's --quota); a
+        save that would pass it is refused (507) and the agent keeps it until there is room.
         user remove deletes the user's records, tokens, uploads and chunks for good.
+
+        Every version of every path, deletes included, is kept for --history-days (sinkid history,
+        cat and restore read them), and the chunks and data only old versions hold stay as long.
 
         options:
           --listen ADDR        address and port, e.g. 0.0.0.0:7071 or [::1]:7071 (default 127.0.0.1:7071)
@@ -96,8 +104,12 @@ enum Help {
           --upload-expiry TIME     unfinished uploads are removed this long after their last PATCH (default 24h)
           --chunk-grace TIME       chunks no record names are removed this long after they were last uploaded
                                    or asked for (default 24h)
-          --tombstone-days N   deletes are remembered N days (default 30; 0: forever); an agent away longer
-                               compares everything with the server when it is back
+          --tombstone-days N   deletes are remembered N days (default 30; 0: forever), at least as long as
+                               the history; an agent away longer compares everything with the server when it is back
+          --history-days N     every version is kept until N days after a newer one replaced it (default 30;
+                               0: no history)
+          --quota SIZE         how much each user may store, history included (e.g. 10GiB; default none);
+                               serve user quota sets one user's
           --log-level LEVEL    debug, info, warning or error (default info)
         \(helpOption)
         """
@@ -207,6 +219,56 @@ enum Help {
         root). Runs until interrupted or the agent stops. \(notRunning)
 
         options:
+        \(stateOption)
+        \(helpOption)
+        """
+
+    static let history = """
+        usage: sinkid history PATH [--json] [--state DIR]
+
+        Lists the versions the server keeps of PATH (a record path such as SaveGames/a.save, or the
+        file's own path in a root), newest first: each version's number, when the server saved it,
+        the device, the size, the mode and the start of its SHA-256; deletes are versions too. The
+        server keeps every version until --history-days (30 by default) after a newer one replaced
+        it. Asks the agent's server with the agent's token. \(notRunning)
+
+        options:
+          --json               {"path", "versions": [{"version", "time", "device", "size", "sha256", "deleted",
+                               "mode", "type"}]}
+        \(stateOption)
+        \(helpOption)
+        """
+
+    static let cat = """
+        usage: sinkid cat PATH --version N [--state DIR]
+
+        Writes version N of PATH (from sinkid history) to standard output, every byte checked
+        against its hash first. \(notRunning)
+
+        options:
+          --version N          the version (sinkid history PATH lists them)
+        \(stateOption)
+        \(helpOption)
+        """
+
+    static let restore = """
+        usage: sinkid restore PATH --version N [--to NEWPATH] [--dry-run] [--json] [--state DIR]
+               sinkid restore FOLDER/ --at TIME [--dry-run] [--json] [--state DIR]
+
+        Makes version N of PATH current again, at PATH or at NEWPATH (the current one kept); or brings
+        every path below FOLDER (SaveGames/ for a whole root) back to its state at TIME, in one batch:
+        changed files get their old content, type and mode back, files deleted since come back, files
+        and folders made since are deleted. A restore is a new change the server saves and every agent,
+        this one included, receives through the normal path and merge rules; what it replaces stays in
+        history, so a restore can itself be undone. \(notRunning)
+
+        options:
+          --version N          the version to bring back (sinkid history PATH lists them)
+          --to NEWPATH         put it at NEWPATH instead (a record path in a root)
+          --at TIME            a moment: RFC 3339 (2026-12-01T18:00:00Z), local (2026-12-01 18:00[:SS])
+                               or an age (10m, 2h, 3d)
+          --dry-run            list what would change; change nothing
+        \(jsonOption)
         \(stateOption)
         \(helpOption)
         """

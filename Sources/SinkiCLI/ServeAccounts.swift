@@ -70,18 +70,39 @@ enum ServeAccounts {
     }
 
     static func user(_ words: [String]) throws(UsageError) -> ExitCode {
-        guard let (arguments, action, operands) = try command(words, noun: "user", actions: "list or remove") else { return .success }
+        guard let (arguments, action, operands) = try command(words, noun: "user", actions: "list, quota or remove") else { return .success }
         let store = try open(arguments)
         defer { store.close() }
         switch action {
         case "list":
             let users = try perform { try store.users() }
+            let usage = try perform { try users.map { try store.usage(user: $0.name) } }
             if arguments.has("json") {
-                Output.json(.object([("users", .array(users.map { .object([("name", .string($0.name)), ("createdAt", .string(Self.time($0.createdAt)))]) }))]))
+                Output.json(.object([("users", .array(zip(users, usage).map { user, usage in
+                    .object([("name", .string(user.name)), ("createdAt", .string(Self.time(user.createdAt))),
+                             ("liveBytes", .int(usage.liveBytes)), ("historyBytes", .int(usage.historyBytes)),
+                             ("quotaBytes", user.quota.map { .int($0) } ?? .null)])
+                }))]))
             } else {
-                for user in users { Output.line("\(user.name)  since \(time(user.createdAt))") }
+                for (user, usage) in zip(users, usage) {
+                    Output.line("\(user.name)  since \(time(user.createdAt))  live \(HumanUnits.bytes(usage.liveBytes))  history "
+                                + "\(HumanUnits.bytes(usage.historyBytes))  quota " + (user.quota.map { HumanUnits.bytes($0) } ?? "none"))
+                }
                 if users.isEmpty { Output.line("no users") }
             }
+            return .success
+        case "quota":
+            guard operands.count == 2 else { throw UsageError("serve user quota needs a USER and a SIZE (e.g. 10GiB, or none)") }
+            let (name, text) = (operands[0], operands[1])
+            var bytes: Int64?
+            if text != "none" {
+                guard let size = ConfigValues.size(text), size > 0 else { throw UsageError("serve user quota: \(text) is not a size such as 10GiB, or none") }
+                bytes = size
+            }
+            try perform { try store.setQuota(user: name, bytes: bytes) }
+            let usage = try perform { try store.usage(user: name) }
+            Output.line("quota of \(name): " + (bytes.map { HumanUnits.bytes($0) } ?? "none (the server's --quota, if any)")
+                        + "; uses \(HumanUnits.bytes(usage.liveBytes)) live and \(HumanUnits.bytes(usage.historyBytes)) history")
             return .success
         case "remove":
             guard operands.count == 1, let name = operands.first else { throw UsageError("serve user remove needs one USER") }
@@ -94,7 +115,7 @@ enum ServeAccounts {
             Output.line("removed user \(name): tokens revoked, records, \(blobs) upload(s)\(chunks ? " and their chunks" : "") deleted")
             return .success
         default:
-            throw UsageError("serve user takes list or remove, not \(action)")
+            throw UsageError("serve user takes list, quota or remove, not \(action)")
         }
     }
 

@@ -67,6 +67,16 @@ enum ServeCommand {
             }
             configuration.retention.tombstoneDays = days
         }
+        if let text = arguments.value("history-days") {
+            guard let days = Double(text), days >= 0, days.isFinite else {
+                throw UsageError("--history-days \(text) is not a number of days such as 30 (0 keeps no history)")
+            }
+            configuration.retention.historyDays = days
+        }
+        if let text = arguments.value("quota") {
+            guard let size = ConfigValues.size(text), size > 0 else { throw UsageError("--quota \(text) is not a size such as 10GiB") }
+            configuration.defaultQuota = size
+        }
         // Signals are taken synchronously below; every server thread inherits the blocked mask.
         var set = sigset_t()
         sigemptyset(&set)
@@ -86,7 +96,7 @@ enum ServeCommand {
             // Records and accounts in PostgreSQL; uploads stay in the data folder.
             do {
                 try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
-                let store = try PostgresStore(url: url, connections: max(1, configuration.threads))
+                let store = try PostgresStore(url: url, connections: max(1, configuration.threads), policy: configuration.storePolicy)
                 server = SyncServer(configuration: configuration, store: store, logger: logger)
             } catch {
                 throw UsageError("cannot serve on \(configuration.listen): cannot open the database \(redactedPostgresURL(url)): \(error)",

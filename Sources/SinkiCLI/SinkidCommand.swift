@@ -49,6 +49,7 @@ public enum SinkidCommand {
             case "status": return try StatusCommand.run(words).rawValue
             case "pause", "resume", "sync", "retry", "conflicts", "resolve", "watch":
                 return try ControlCommands.run(command, words).rawValue
+            case "history", "cat", "restore": return try HistoryCommands.run(command, words).rawValue
             case "completion": return try CompletionCommand.run(words).rawValue
             case "upload": return try UploadCommand.run(words).rawValue
             case "help":

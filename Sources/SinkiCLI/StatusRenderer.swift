@@ -34,9 +34,14 @@ struct StatusRenderer {
         case nil: break
         }
         if server.tokenRefused != nil { serverLine += ", " + tint("token refused", .red) }
+        if server.storageFull != nil { serverLine += ", " + tint("storage full", .red) }
         out.append(serverLine)
         if let refused = server.tokenRefused { out.append("  token refused: \(refused); nothing is sent until the token file changes") }
         if let retryAt = server.retryAt, retryAt > now { out.append("  asked to slow down (429): next request in \(Format.duration(Double(retryAt - now) / 1e9))") }
+        if let full = server.storageFull {
+            out.append("  server storage full (507) since \(Format.ago(full.since, now: now)): \(full.words); local changes are kept, "
+                       + (full.retryAt > now ? "sent again in \(Format.duration(Double(full.retryAt - now) / 1e9))" : "sent again now"))
+        }
         if let contact = server.lastContact { out.append("  last contact: \(Format.ago(contact, now: now))") } else if agent.running {
             out.append("  last contact: none yet")
         }

@@ -21,9 +21,12 @@ public enum ControlRequest: Sendable, Equatable {
     case resolve(path: String, keep: ResolveChoice)
     /// Stream remote changes applied at (or below) a path until the client hangs up.
     case watch(WatchPath)
+    /// Where the agent's server is and which token file it uses, for commands that ask the server
+    /// themselves with the agent's token (`sinkid history`, `cat`, `restore`).
+    case server
 
     /// The commands, as the `command` field names them.
-    public static let commandNames = ["status", "pause", "resume", "sync", "retry", "conflicts", "resolve", "watch"]
+    public static let commandNames = ["status", "pause", "resume", "sync", "retry", "conflicts", "resolve", "watch", "server"]
 
     public var command: String {
         switch self {
@@ -35,6 +38,7 @@ public enum ControlRequest: Sendable, Equatable {
         case .conflicts: "conflicts"
         case .resolve: "resolve"
         case .watch: "watch"
+        case .server: "server"
         }
     }
 
@@ -42,7 +46,7 @@ public enum ControlRequest: Sendable, Equatable {
     public var line: [UInt8] {
         var members: [(String, JSONValue)] = [("command", .string(command))]
         switch self {
-        case .status, .conflicts: break
+        case .status, .conflicts, .server: break
         case let .pause(root), let .resume(root): if let root { members.append(("root", .string(root))) }
         case let .sync(verify): if verify { members.append(("verify", .bool(true))) }
         case let .retry(path): if let path { members.append(("path", .string(path))) }
@@ -78,6 +82,7 @@ public enum ControlRequest: Sendable, Equatable {
             }
             return .resolve(path: path, keep: choice)
         case "watch": return .watch(try WatchPath(try fields.string("path")))
+        case "server": return .server
         default:
             var message = "unknown command \(quoted(command))"
             if let near = ControlRequest.commandNames.min(by: { distance($0, command) < distance($1, command) }),

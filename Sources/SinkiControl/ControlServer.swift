@@ -211,6 +211,7 @@ public actor ControlServer {
         case .conflicts:
             return .object([("conflicts", .array(try await handler.conflicts().map(\.json)))])
         case let .resolve(path, keep): return try await handler.resolve(path: path, keep: keep).json
+        case .server: return try await handler.server().json
         case let .watch(path):
             try await handler.checkWatch(path)
             return .object([("watching", .string(path.text))])

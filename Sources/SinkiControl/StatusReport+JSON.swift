@@ -84,7 +84,7 @@ extension ServerSummary {
         } ?? .null
         return .object([("url", .optional(url)), ("embedded", .optional(embedded)), ("reachable", .optional(reachable)),
                         ("lastContact", .time(lastContact)), ("lastError", problem), ("tokenRefused", .optional(tokenRefused)),
-                        ("retryAt", .time(retryAt))])
+                        ("retryAt", .time(retryAt)), ("storageFull", storageFull?.json ?? .null)])
     }
 
     init(_ fields: JSONFields) throws(ControlError) {
@@ -95,7 +95,25 @@ extension ServerSummary {
         }
         self.init(url: try fields.optionalString("url"), embedded: try fields.optionalBool("embedded"),
                   reachable: try fields.optionalBool("reachable"), lastContact: try fields.optionalTime("lastContact"), lastError: problem,
-                  tokenRefused: try fields.optionalString("tokenRefused"), retryAt: try fields.optionalTime("retryAt"))
+                  tokenRefused: try fields.optionalString("tokenRefused"), retryAt: try fields.optionalTime("retryAt"),
+                  storageFull: fields.has("storageFull") ? try StorageFullNote(try fields.object("storageFull")) : nil)
+    }
+}
+
+extension StorageFullNote {
+    var json: JSONValue {
+        .object([("detail", .string(detail)), ("liveBytes", .optional(figures?.liveBytes)), ("historyBytes", .optional(figures?.historyBytes)),
+                 ("quotaBytes", .optional(figures?.quotaBytes)), ("neededBytes", .optional(figures?.neededBytes)),
+                 ("since", .time(since)), ("retryAt", .time(retryAt))])
+    }
+
+    init(_ fields: JSONFields) throws(ControlError) {
+        var figures: StorageFigures?
+        if let live = try fields.optionalInt("liveBytes"), let history = try fields.optionalInt("historyBytes") {
+            figures = StorageFigures(liveBytes: live, historyBytes: history, quotaBytes: try fields.optionalInt("quotaBytes"),
+                                     neededBytes: try fields.optionalInt("neededBytes"))
+        }
+        self.init(detail: try fields.string("detail"), figures: figures, since: try fields.time("since"), retryAt: try fields.time("retryAt"))
     }
 }
 

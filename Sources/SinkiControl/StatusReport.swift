@@ -1,4 +1,5 @@
 import SinkiRecord
+import SinkiSupport
 
 /// What `sinkid status` shows: one document, from a running agent or read from its state database
 /// when none runs. Its JSON form is the schema of docs/status.md (`docs/status.schema.json`).
@@ -123,9 +124,11 @@ public struct ServerSummary: Sendable, Equatable {
     public var tokenRefused: String?
     /// The server asked us to slow down (429): no request before this time.
     public var retryAt: Int64?
+    /// The server refused a save for the user's quota (507): local changes wait, kept.
+    public var storageFull: StorageFullNote?
 
     public init(url: String? = nil, embedded: Bool? = nil, reachable: Bool? = nil, lastContact: Int64? = nil, lastError: ProblemNote? = nil,
-                tokenRefused: String? = nil, retryAt: Int64? = nil) {
+                tokenRefused: String? = nil, retryAt: Int64? = nil, storageFull: StorageFullNote? = nil) {
         self.url = url
         self.embedded = embedded
         self.reachable = reachable
@@ -133,6 +136,36 @@ public struct ServerSummary: Sendable, Equatable {
         self.lastError = lastError
         self.tokenRefused = tokenRefused
         self.retryAt = retryAt
+        self.storageFull = storageFull
+    }
+}
+
+/// The server answered a save `507 storage-full`: its words and figures, since when, and when the agent
+/// sends again (its local changes stay queued meanwhile).
+public struct StorageFullNote: Sendable, Equatable {
+    public var detail: String
+    /// The user's usage and quota as the server gave them; nil when it gave none.
+    public var figures: StorageFigures?
+    /// When the first refusal of this run of them came (nanoseconds since the epoch).
+    public var since: Int64
+    /// When the agent sends again.
+    public var retryAt: Int64
+
+    public init(detail: String, figures: StorageFigures?, since: Int64, retryAt: Int64) {
+        self.detail = detail
+        self.figures = figures
+        self.since = since
+        self.retryAt = retryAt
+    }
+
+    /// `uses 1.2 MiB of 1.0 MiB (1.0 MiB current, 200 KiB history); the save needs 300 KiB more`.
+    public var words: String {
+        guard let figures else { return detail }
+        var text = "uses \(HumanUnits.bytes(figures.usedBytes))"
+        if let quota = figures.quotaBytes { text += " of \(HumanUnits.bytes(quota))" }
+        text += " (\(HumanUnits.bytes(figures.liveBytes)) current, \(HumanUnits.bytes(figures.historyBytes)) history)"
+        if let needed = figures.neededBytes { text += "; the save needs \(HumanUnits.bytes(needed)) more" }
+        return text
     }
 }
 

@@ -8,6 +8,8 @@ public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
     /// An extension member (RFC 9457 §3.2): the request field or token scope field the problem is
     /// about (`prefix`, `maxUploads`, `path`), so a client can act on it without parsing `detail`.
     public var field: String?
+    /// An extension member of `storage-full`: the user's usage and quota, and what the save needed.
+    public var storage: StorageFigures?
 
     public init(status: Int, code: String, title: String, detail: String, requestId: String = "", field: String? = nil) {
         self.status = status
@@ -39,6 +41,10 @@ public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
         writer.field("code", code)
         writer.field("requestId", requestId)
         if let field { writer.field("field", field) }
+        if let storage {
+            writer.key("storage")
+            storage.write(to: &writer)
+        }
         writer.endObject()
     }
 
@@ -58,6 +64,7 @@ public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
             case "detail": problem.detail = try reader.readString()
             case "requestId": problem.requestId = try reader.readString()
             case "field": problem.field = try reader.readString()
+            case "storage": problem.storage = try StorageFigures.read(from: &reader)
             default: try reader.skipValue()
             }
         }
@@ -69,6 +76,49 @@ public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
         var reader = JSONReader(bytes)
         guard let problem = try? read(from: &reader), problem.status != 0 else { return nil }
         return problem
+    }
+}
+
+/// A user's storage on the server, in bytes (docs/server.md, "Quotas"): what their current records hold,
+/// what the versions kept only for history hold besides, their quota, and what a refused save needed.
+public struct StorageFigures: Sendable, Equatable {
+    public var liveBytes: Int64
+    public var historyBytes: Int64
+    /// nil: no quota.
+    public var quotaBytes: Int64?
+    /// The growth the refused save would have made; nil outside a refusal.
+    public var neededBytes: Int64?
+
+    public init(liveBytes: Int64, historyBytes: Int64, quotaBytes: Int64?, neededBytes: Int64? = nil) {
+        self.liveBytes = liveBytes
+        self.historyBytes = historyBytes
+        self.quotaBytes = quotaBytes
+        self.neededBytes = neededBytes
+    }
+
+    public var usedBytes: Int64 { liveBytes + historyBytes }
+
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("liveBytes", liveBytes)
+        writer.field("historyBytes", historyBytes)
+        if let quotaBytes { writer.field("quotaBytes", quotaBytes) }
+        if let neededBytes { writer.field("neededBytes", neededBytes) }
+        writer.endObject()
+    }
+
+    public static func read(from reader: inout JSONReader) throws -> StorageFigures {
+        var figures = StorageFigures(liveBytes: 0, historyBytes: 0, quotaBytes: nil)
+        try reader.readObject { reader, key in
+            switch key {
+            case "liveBytes": figures.liveBytes = try reader.readInt64()
+            case "historyBytes": figures.historyBytes = try reader.readInt64()
+            case "quotaBytes": figures.quotaBytes = reader.readNull() ? nil : try reader.readInt64()
+            case "neededBytes": figures.neededBytes = reader.readNull() ? nil : try reader.readInt64()
+            default: try reader.skipValue()
+            }
+        }
+        return figures
     }
 }
 
@@ -110,5 +160,9 @@ public struct ProblemKind: Sendable, Equatable {
     public static let headersTooLarge = ProblemKind(code: "headers-too-large", title: "The request's header fields are too large", status: 431)
     public static let internalError = ProblemKind(code: "internal", title: "The server failed", status: 500)
     public static let notImplemented = ProblemKind(code: "not-implemented", title: "The transfer coding is not one this server implements", status: 501)
+    // History and storage (docs/protocol.md, "History"; docs/server.md, "Quotas"):
+    public static let historyGone = ProblemKind(code: "history-gone", title: "The moment asked for is older than the history the server keeps", status: 410)
+    public static let deletedVersion = ProblemKind(code: "deleted-version", title: "The version is a delete: it has no content to copy", status: 409)
+    public static let storageFull = ProblemKind(code: "storage-full", title: "The save would take the user past their storage quota", status: 507)
     public static let unavailable = ProblemKind(code: "unavailable", title: "The server is shutting down or overloaded", status: 503)
 }

@@ -18,4 +18,12 @@ public enum Routes {
     public static let inflight = "/v1/inflight"
     /// Minting a narrower token (`POST`).
     public static let tokens = "/v1/tokens"
+    /// The versions of one path, newest first (`GET`).
+    public static let history = "/v1/history"
+    /// One version of a path, with its content (`GET`).
+    public static let historyVersion = "/v1/history/version"
+    /// A folder as it was at a moment (`GET`).
+    public static let historyFolder = "/v1/history/folder"
+    /// A version, or a folder at a moment, made current again (`POST`).
+    public static let restore = "/v1/history/restore"
 }

@@ -75,8 +75,12 @@ public struct ServerConfiguration: Sendable {
     public var stopGraceSeconds: Double
     /// tus uploads (`uploads/` in the data folder): the largest size and the expiry of unfinished ones.
     public var uploads: UploadSettings
-    /// Tombstone retention and blob removal.
+    /// Tombstone retention, history and blob removal.
     public var retention: RetentionSettings
+    /// The quota of a user who has none of their own (`--quota`), in bytes; nil: none.
+    public var defaultQuota: Int64?
+    /// What the store is told of history and quotas.
+    public var storePolicy: StorePolicy { StorePolicy(keepsHistory: retention.historyDays > 0, defaultQuota: defaultQuota) }
     /// A proxy in front sets `X-Forwarded-Proto`/`X-Forwarded-Host`: absolute URLs are built from them
     /// (`--behind-proxy`). Off, they are ignored: a client could name any host.
     public var behindProxy = false
@@ -155,7 +159,7 @@ public final class SyncServer: Sendable {
         }
         let store: SQLiteRecordStore
         do {
-            store = try SQLiteRecordStore(path: directory + "/records.db", readers: max(1, configuration.threads))
+            store = try SQLiteRecordStore(path: directory + "/records.db", readers: max(1, configuration.threads), policy: configuration.storePolicy)
         } catch {
             throw ServerError(.store, "cannot open the record store in \(directory): \(error)")
         }
@@ -202,6 +206,11 @@ public final class SyncServer: Sendable {
             router.add("POST", Routes.inflight, InFlightRoute(board: inflight, hub: hub))
             router.add("GET", Routes.records, LookupRoute(store: store, limits: limits, chunks: chunks))
             router.add("GET", Routes.digests, DigestRoute(store: store))
+            let history = HistoryRoutes(store: store, limits: limits, retention: configuration.retention)
+            router.add("GET", Routes.history, HistoryRoute(history: history))
+            router.add("GET", Routes.historyVersion, VersionRoute(history: history))
+            router.add("GET", Routes.historyFolder, FolderAtRoute(history: history))
+            router.add("POST", Routes.restore, RestoreRoute(history: history, hub: hub))
             let revocations = Revocations(hub: hub)
             router.add("POST", Routes.tokens, MintTokenRoute(accounts: store, limits: limits))
             router.addPrefix("DELETE", Routes.tokens + "/", RevokeTokenRoute(accounts: store, revoked: { revocations.revoke($0) }))

@@ -55,7 +55,7 @@ public final class SyncClient {
 
     /// A request to `path` (a route of `Routes`, with its query) that carries this device's token: the one
     /// place requests to the sync server are made, so none goes out without authentication.
-    private func request(_ method: String, _ path: String, timeout: Double) -> HTTPRequest {
+    func request(_ method: String, _ path: String, timeout: Double) -> HTTPRequest {
         var request = HTTPRequest(method: method, url: base + path, bearerToken: bearerToken)
         request.headers = headers
         request.timeout = timeout
@@ -167,7 +167,7 @@ public final class SyncClient {
     /// Seconds a long-poll may outlast its `wait` (the server's clock, the round trip) before it counts as lost.
     public static let longPollMargin = 15.0
 
-    private func send(_ request: HTTPRequest, isolation: isolated (any Actor)?) async throws(SyncError) -> HTTPResponse {
+    func send(_ request: HTTPRequest, isolation: isolated (any Actor)?) async throws(SyncError) -> HTTPResponse {
         let response: HTTPResponse
         do { response = try await http.send(request, isolation: isolation) } catch { throw .transport(error) }
         guard (200..<300).contains(response.status) else { throw Self.failure(response, url: request.url) }
@@ -175,7 +175,7 @@ public final class SyncClient {
     }
 
     /// The error an answer outside 2xx stands for.
-    private static func failure(_ response: HTTPResponse, url: String) -> SyncError {
+    static func failure(_ response: HTTPResponse, url: String) -> SyncError {
         let retryAfter = response.header("Retry-After").flatMap { Int($0.filter { $0 != " " }) }.map { max(0, $0) }
         if response.status == 503, let retryAfter, Problem.parse(response.body)?.code == ProblemKind.unavailable.code {
             // The server itself, busy (its bodies' budget full): wait as it says, as for a rate limit.
@@ -195,7 +195,7 @@ public final class SyncClient {
     }
 
     /// Parses a body off the loop: a feed page can be tens of megabytes.
-    private func parse<T: Sendable>(_ response: HTTPResponse, isolation: isolated (any Actor)?, _ parser: @escaping @Sendable ([UInt8]) throws -> T) async throws(SyncError) -> T {
+    func parse<T: Sendable>(_ response: HTTPResponse, isolation: isolated (any Actor)?, _ parser: @escaping @Sendable ([UInt8]) throws -> T) async throws(SyncError) -> T {
         let body = response.body
         do {
             if body.count < 256 * 1024 { return try parser(body) }

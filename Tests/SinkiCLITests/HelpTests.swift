@@ -131,7 +131,10 @@ import Testing
         #expect(try fish("sinkid sta") == ["status"])
         #expect(try fish("sinkid serve ").isSuperset(of: ["token", "user"]))
         #expect(try fish("sinkid serve token ") == ["add", "list", "revoke"])
-        #expect(try fish("sinkid serve user ") == ["list", "remove"])
+        #expect(try fish("sinkid serve user ") == ["list", "quota", "remove"])
+        #expect(try bash("sinkid res") == ["resume", "resolve", "restore"])
+        #expect(try bash("sinkid restore --d") == ["--dry-run"])
+        #expect(try fish("sinkid history --") == ["--json", "--state", "--help"])
         #expect(try fish("sinkid pause --st") == ["--state"])
         #expect(try fish("sinkid completion ") == ["bash", "zsh", "fish"])
     }

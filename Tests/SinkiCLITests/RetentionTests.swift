@@ -23,8 +23,9 @@ import Testing
 
     @Test func anAgentAwayLongerThanTheRetentionLosesNothingAndGetsNoDeleteBack() async throws {
         let cluster = Cluster("sinki-retention")
-        // About 1.7 s of retention; finished uploads and chunks wait a second for their record.
-        try cluster.startServer(extra: ["--tombstone-days", "0.00002", "--upload-expiry", "1s", "--chunk-grace", "1s"])
+        // About 1.7 s of retention (and of history, which tombstones outlive otherwise); finished uploads
+        // and chunks wait a second for their record.
+        try cluster.startServer(extra: ["--tombstone-days", "0.00002", "--history-days", "0.00002", "--upload-expiry", "1s", "--chunk-grace", "1s"])
         try cluster.startAgent("a")
         try cluster.startAgent("b")
         let a = cluster.root("a"), b = cluster.root("b")

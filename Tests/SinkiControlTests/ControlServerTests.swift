@@ -36,6 +36,10 @@ actor RecordingHandler: ControlHandler {
     func checkWatch(_ path: WatchPath) async throws(ControlError) {
         if path.rootName == "Other" { throw ControlError(.notFound, "no root named Other") }
     }
+    func server() async throws(ControlError) -> ServerAccessNote {
+        asked.append("server")
+        return ServerAccessNote(url: "http://127.0.0.1:1", tokenFile: "/s/token", caFile: nil, device: "d", roots: [("R", "/r")])
+    }
 }
 
 /// The control socket on a real loop, spoken to through a real Unix socket.

@@ -38,7 +38,7 @@ import Testing
         let store = try PostgresStore(url: database.url, connections: 1)
         defer { store.close() }
         #expect(store.storeID == "old")
-        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 4)
+        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 5)
         #expect(try admin.scalar("SELECT count(*) FROM meta WHERE key = 'last_tag'") == 0)
         let outcomes = try store.modify(user: "u", items: checked([fileRecord("A/new", Array("new".utf8)), fileRecord("A/old", Array("edited".utf8), baseTag: 41)]))
         let tags = outcomes.compactMap { outcome -> Int64? in if case let .saved(record) = outcome { record.changeTag } else { nil } }
@@ -62,7 +62,7 @@ import Testing
             """)
         let store = try PostgresStore(url: database.url, connections: 1)
         defer { store.close() }
-        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 4)
+        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 5)
         #expect(try admin.scalar("SELECT count(*) FROM pg_indexes WHERE indexname = 'records_asset'") == 1)
         let old = try store.changes(user: "u", after: 0, limit: PageLimit(records: 10, dataBytes: 1 << 20)).records
         #expect(old.map(\.asset) == [Asset(id: "0123456789abcdef0123456789abcdef", size: 5, sha256: "ab")])
@@ -82,7 +82,7 @@ import Testing
         let admin = try PGConnection(url: database.url)
         defer { admin.close() }
         try admin.execute("""
-            DROP TABLE folder_digests; UPDATE schema_version SET version = 3;
+            DROP TABLE folder_digests; \(StoreKind.forgetHistory) UPDATE schema_version SET version = 3;
             INSERT INTO records (change_tag, owner, path, type, deleted, base_tag, size, sha256, mode, modified_at, device, saved_at)
             SELECT n, CASE WHEN n % 3 = 0 THEN 'v' ELSE 'u' END, 'R/' || (n % 7) || '/' || n, 'keep-both', n % 11 = 0, 0, 1,
                    CASE WHEN n % 11 = 0 THEN '' ELSE md5(n::text) END, 420, 1, 'd', 1

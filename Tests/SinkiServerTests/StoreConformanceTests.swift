@@ -11,34 +11,42 @@ import Testing
 struct StoreKind: Sendable, CustomTestStringConvertible {
     /// What `make` gives: the store, a way to open it again after closing it, what keeps its files or
     /// database alive, and a way to take its closed database back to schema 3, from before folder
-    /// digests (the table gone, the version lowered), as a server of that version left it.
+    /// digests and history (the tables gone, the version lowered), as a server of that version left it.
     typealias Made = (store: any ServerStore, reopen: @Sendable () throws -> any ServerStore, keepAlive: AnyObject,
                       forgetDigests: @Sendable () throws -> Void)
 
     let name: String
-    /// A fresh, empty store.
-    let make: @Sendable () throws -> Made
+    /// A fresh, empty store with a policy (history kept, no default quota, unless told otherwise).
+    let open: @Sendable (StorePolicy) throws -> Made
+
+    /// A fresh, empty store keeping history, as a server does by default.
+    var make: @Sendable () throws -> Made { { [open] in try open(StorePolicy()) } }
 
     var testDescription: String { name }
 
-    static let sqlite = StoreKind(name: "SQLite") {
+    /// What schema 5 added, gone again.
+    static let forgetHistory = "DROP TABLE versions; DROP TABLE chunk_refs; DROP TABLE usage; ALTER TABLE users DROP COLUMN quota;"
+
+    static let sqlite = StoreKind(name: "SQLite") { policy in
         let directory = TemporaryDirectory("sinki-store")
         let path = directory.child("records.db")
-        return (try SQLiteRecordStore(path: path, readers: 2), { try SQLiteRecordStore(path: path, readers: 2) }, directory, {
+        return (try SQLiteRecordStore(path: path, readers: 2, policy: policy), { try SQLiteRecordStore(path: path, readers: 2, policy: policy) },
+                directory, {
             let db = try SQLiteDatabase(path: path)
-            try db.execute("DROP TABLE folder_digests")
+            try db.execute("DROP TABLE folder_digests; " + forgetHistory)
             try db.setUserVersion(3)
         })
     }
 
     /// A fresh database on the tests' own PostgreSQL cluster (started by the first test that needs it).
-    static let postgres = StoreKind(name: "PostgreSQL") {
+    static let postgres = StoreKind(name: "PostgreSQL") { policy in
         let database = try PostgresCluster.shared().createDatabase()
         let url = database.url
-        return (try PostgresStore(url: url, connections: 3), { try PostgresStore(url: url, connections: 3) }, database, {
+        return (try PostgresStore(url: url, connections: 3, policy: policy), { try PostgresStore(url: url, connections: 3, policy: policy) },
+                database, {
             let db = try PGConnection(url: url)
             defer { db.close() }
-            try db.execute("DROP TABLE folder_digests; UPDATE schema_version SET version = 3")
+            try db.execute("DROP TABLE folder_digests; " + forgetHistory + " UPDATE schema_version SET version = 3")
         })
     }
 
@@ -46,9 +54,9 @@ struct StoreKind: Sendable, CustomTestStringConvertible {
     static let all: [StoreKind] = [.sqlite, .postgres]
 }
 
-/// Runs `body` with a fresh store and closes it after.
-func withStore(_ kind: StoreKind, _ body: (any ServerStore) throws -> Void) throws {
-    let made = try kind.make()
+/// Runs `body` with a fresh store (keeping history unless `policy` says otherwise) and closes it after.
+func withStore(_ kind: StoreKind, policy: StorePolicy = StorePolicy(), _ body: (any ServerStore) throws -> Void) throws {
+    let made = try kind.open(policy)
     defer { made.store.close(); withExtendedLifetime(made.keepAlive) {} }
     try body(made.store)
 }
@@ -374,7 +382,8 @@ private func savedTag(_ outcome: StoreOutcome) -> Int64? {
 
     @Test(arguments: StoreKind.all)
     func oldTombstonesArePurgedAndRaiseTheHistoryFloor(kind: StoreKind) throws {
-        try withStore(kind) { store in
+        // Without history: what only a replaced version named is named by nothing.
+        try withStore(kind, policy: StorePolicy(keepsHistory: false)) { store in
             var big = Record(path: "A/big", type: "keep-both", size: 5, sha256: Digest.sha256Hex(Array("asset".utf8)), device: "laptop")
             big.asset = Asset(id: "0123456789abcdef0123456789abcdef", size: 5, sha256: big.sha256)
             let saved = try store.modify(user: "u", items: checked([fileRecord("A/1", "one"), fileRecord("A/2", "two"), big])).compactMap(savedTag)
@@ -424,7 +433,8 @@ private func savedTag(_ outcome: StoreOutcome) -> Int64? {
 
     @Test(arguments: StoreKind.all)
     func whetherARecordWithinAPrefixNamesAnAsset(kind: StoreKind) throws {
-        try withStore(kind) { store in
+        // Without history: what only a replaced version named is named by nothing.
+        try withStore(kind, policy: StorePolicy(keepsHistory: false)) { store in
             let bytes = Array("asset".utf8)
             let sha = Digest.sha256Hex(bytes)
             let record = Record(path: "S/a/big", asset: Asset(id: "abc", size: 5, sha256: sha), size: 5, sha256: sha, device: "d")
@@ -483,7 +493,8 @@ private func savedTag(_ outcome: StoreOutcome) -> Int64? {
 
     @Test(arguments: StoreKind.all)
     func chunkReferencesAreWhatLiveRecordsNameAndAManifestIsFoundByItsHash(kind: StoreKind) throws {
-        try withStore(kind) { store in
+        // Without history: what only a replaced version named is named by nothing.
+        try withStore(kind, policy: StorePolicy(keepsHistory: false)) { store in
             let a = ChunkedFile.random([300, 200]), b = ChunkedFile.random([100]), c = ChunkedFile.random([50]), d = ChunkedFile.random([60])
             let first = try store.modify(user: "u", items: checked([a.record("S/a"), b.record("T/b"), fileRecord("S/inline", "x")]))
             _ = try store.modify(user: "v", items: checked([c.record("S/c")]))
@@ -582,6 +593,11 @@ private func savedTag(_ outcome: StoreOutcome) -> Int64? {
         defer { reopened.close() }
         #expect(try DigestWorkload.users.map { try storedDigests(reopened, user: $0) } == before)
         for user in DigestWorkload.users { try expectStoredDigestsMatchRecords(reopened, user: user, "after the upgrade:") }
+        // The usage of schema 5, counted from the records.
+        for user in DigestWorkload.users {
+            let expected = try expectedUsage(reopened, user: user)
+            #expect(try reopened.usage(user: user) == StorageFigures(liveBytes: expected.live, historyBytes: 0, quotaBytes: nil) && expected.history == 0)
+        }
         // And kept from there on.
         _ = try reopened.modify(user: "alice", items: checked([fileRecord("A/after/upgrade", "x")]))
         try expectStoredDigestsMatchRecords(reopened, user: "alice", "a save after the upgrade:")

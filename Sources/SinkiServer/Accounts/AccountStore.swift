@@ -2,9 +2,12 @@
 public struct ServerUser: Sendable, Equatable {
     public var name: String
     public var createdAt: Int64
-    public init(name: String, createdAt: Int64) {
+    /// Bytes their current records and kept versions may take (`sinkid serve user quota`); nil: no limit.
+    public var quota: Int64?
+    public init(name: String, createdAt: Int64, quota: Int64? = nil) {
         self.name = name
         self.createdAt = createdAt
+        self.quota = quota
     }
 }
 
@@ -30,7 +33,8 @@ public protocol AccountStore: Sendable {
 
     func users() throws -> [ServerUser]
 
-    /// Removes the user, their tokens and their records (their blobs are the upload store's to remove).
+    /// Removes the user, their tokens, their records and kept versions (their blobs are the upload
+    /// store's to remove).
     func removeUser(_ name: String) throws
 
     /// Keeps a new token (made by the caller, with only its secret's hash). The user must exist.

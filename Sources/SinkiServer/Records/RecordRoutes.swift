@@ -63,7 +63,13 @@ struct ModifyRoute: Route {
                 results[index] = ModifyResult(path: record.path, status: .refused, problem: problem)
             }
         }
-        let outcomes = try commit(checked, positions: &positions, results: &results, request: request)
+        let outcomes: [StoreOutcome]
+        do {
+            outcomes = try commit(checked, positions: &positions, results: &results, request: request)
+        } catch let full as StorageFull {
+            // The whole batch: nothing of it was saved.
+            throw full.problem
+        }
         var savedAny = false
         for (index, outcome) in zip(positions, outcomes) {
             switch outcome {

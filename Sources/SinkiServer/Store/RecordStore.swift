@@ -162,7 +162,7 @@ public struct ChunkReferences: Sendable, Equatable {
 }
 
 /// Everything the server keeps in its database: records and accounts (one store, one transaction log).
-public protocol ServerStore: RecordStore, AccountStore {
+public protocol ServerStore: RecordStore, AccountStore, VersionStore {
     /// How other servers on the same store announce their commits; nil when no other server can share it
     /// (SQLite: one server per database).
     func changeSignal(logger: Logger) -> (any ChangeSignal)?

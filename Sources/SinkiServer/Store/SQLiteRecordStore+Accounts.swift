@@ -60,7 +60,9 @@ extension SQLiteRecordStore {
     public func users() throws -> [ServerUser] {
         try reader().use { db in
             var out: [ServerUser] = []
-            try db.query("SELECT name, created_at FROM users ORDER BY name") { out.append(ServerUser(name: $0.text(0), createdAt: $0.int64(1))) }
+            try db.query("SELECT name, created_at, quota FROM users ORDER BY name") {
+                out.append(ServerUser(name: $0.text(0), createdAt: $0.int64(1), quota: $0.optionalInt64(2)))
+            }
             return out
         }
     }
@@ -79,6 +81,9 @@ extension SQLiteRecordStore {
                     try db.run("UPDATE meta SET value = ? WHERE key = 'revocations'", count)
                 }
                 try db.run("DELETE FROM records WHERE user = ?", name)
+                try db.run("DELETE FROM versions WHERE user = ?", name)
+                try db.run("DELETE FROM chunk_refs WHERE user = ?", name)
+                try db.run("DELETE FROM usage WHERE user = ?", name)
                 try db.run("DELETE FROM folder_digests WHERE user = ?", name)
                 try db.run("DELETE FROM token_chains WHERE chain_id IN (SELECT chain_id FROM tokens WHERE user = ?)", name)
                 try db.run("DELETE FROM users WHERE name = ?", name)
@@ -159,31 +164,36 @@ extension SQLiteRecordStore {
         }
     }
 
-    /// The live tokens a revocation of `id` reaches: itself, every token minted from it, and the tokens
-    /// of their refresh chains (a chain is one credential refreshed over time), to any depth.
+    /// The live tokens a revocation of `id` reaches (`RevocationWalk`).
     private static func reach(_ db: SQLiteDatabase, from id: String) throws -> [String] {
-        var seen: Set<String> = [id]
-        var order = [id]
-        var frontier = [id]
-        var chains: Set<String> = []
-        while let next = frontier.popLast() {
+        try RevocationWalk.reach(from: id, in: TokenGraphSQL(db: db))
+    }
+
+    /// `RevocationWalk`'s look-ups in SQLite.
+    private struct TokenGraphSQL: TokenGraph {
+        let db: SQLiteDatabase
+
+        func minted(from id: String) throws -> [String] {
             var found: [String] = []
-            try db.query("SELECT id FROM tokens WHERE parent_id = ?", next) { found.append($0.text(0)) }
+            try db.query("SELECT id FROM tokens WHERE parent_id = ?", id) { found.append($0.text(0)) }
+            return found
+        }
+
+        func chain(of id: String) throws -> String? {
             var chain: String?
-            try db.query("SELECT chain_id FROM tokens WHERE id = ?", next) { chain = $0.text(0) }
-            if let chain, chains.insert(chain).inserted {
-                try db.query("SELECT id FROM tokens WHERE chain_id = ?", chain) { found.append($0.text(0)) }
-            }
-            for child in found where seen.insert(child).inserted {
-                order.append(child)
-                frontier.append(child)
-            }
+            try db.query("SELECT chain_id FROM tokens WHERE id = ?", id) { chain = $0.text(0) }
+            return chain
         }
-        var live: [String] = []
-        for candidate in order where try db.scalar("SELECT 1 FROM tokens WHERE id = ? AND revoked_at IS NULL", candidate) != nil {
-            live.append(candidate)
+
+        func members(ofChain chain: String) throws -> [String] {
+            var found: [String] = []
+            try db.query("SELECT id FROM tokens WHERE chain_id = ?", chain) { found.append($0.text(0)) }
+            return found
         }
-        return live
+
+        func isUnrevoked(_ id: String) throws -> Bool {
+            try db.scalar("SELECT 1 FROM tokens WHERE id = ? AND revoked_at IS NULL", id) != nil
+        }
     }
 
     /// Revokes `ids` under one new revocation count, which a running server's watcher notices.

@@ -36,7 +36,10 @@ extension SQLiteRecordStore {
     public func assetIDs() throws -> Set<String> {
         try reader().use { db in
             var ids = Set<String>()
-            try db.query("SELECT DISTINCT asset_id FROM records WHERE asset_id IS NOT NULL AND asset_chunks IS NULL") { ids.insert($0.text(0)) }
+            try db.query("""
+                SELECT DISTINCT asset_id FROM records WHERE asset_id IS NOT NULL AND asset_chunks IS NULL
+                UNION SELECT DISTINCT asset_id FROM versions WHERE asset_id IS NOT NULL AND asset_chunks IS NULL
+                """) { ids.insert($0.text(0)) }
             return ids
         }
     }

@@ -34,6 +34,8 @@ public struct StoreClosedError: Error, Sendable, CustomStringConvertible {
 /// - `folder_digests`: per (user, folder) the digests of the live records below it and its head
 ///   (`FolderDigestTable`), updated in the modify's transaction; schema 4, computed from the records
 ///   when an older database is opened.
+/// - `versions`, `chunk_refs`, `usage` and `users.quota`: the history and each user's usage, schema 5
+///   (`SQLiteRecordStore+History.swift`).
 ///
 /// One writer connection behind a lock serialises commits, which is also what keeps changeTags in commit
 /// order; readers use a small pool of their own connections and never wait for a commit (WAL). Copying
@@ -46,11 +48,13 @@ public final class SQLiteRecordStore: ServerStore {
     let writer: DatabaseSlot
     private let readers: [DatabaseSlot]
     private let nextReader = Atomic<Int>(0)
-    private let checkpointer: Checkpointer
+    let checkpointer: Checkpointer
+    public let policy: StorePolicy
 
     /// 1: records; 2: users and device tokens (`SQLiteRecordStore+Accounts.swift`); 3: manifests of
-    /// chunks (`asset_chunks`) and the index of records by asset; 4: folder digests.
-    static let schemaVersion = 4
+    /// chunks (`asset_chunks`) and the index of records by asset; 4: folder digests; 5: kept versions,
+    /// usage and quotas.
+    static let schemaVersion = 5
 
     /// SQLite has no XOR operator; `(a | b) - (a & b)` is exact on 64-bit integers (`a & b` holds only
     /// bits of `a | b`, so the difference never leaves the range and never turns into a real).
@@ -59,9 +63,10 @@ public final class SQLiteRecordStore: ServerStore {
         xor: { "((\($0) | \($1)) - (\($0) & \($1)))" }, max: { "max(\($0), \($1))" }))
 
     /// Opens (creating if needed) the database at `path`; `readers` read connections serve feeds and
-    /// look-ups alongside the writer.
-    public init(path: String, readers: Int = 4) throws {
+    /// look-ups alongside the writer. `policy`: what a save keeps, and the quota of users with none of their own.
+    public init(path: String, readers: Int = 4, policy: StorePolicy = StorePolicy()) throws {
         self.path = path
+        self.policy = policy
         let db = try SQLiteDatabase(path: path)
         storeID = try Self.prepareSchema(db)
         try db.execute("PRAGMA wal_autocheckpoint = 0")
@@ -112,6 +117,10 @@ public final class SQLiteRecordStore: ServerStore {
                 try db.execute(digestSQL.schema)
                 try rebuildDigests(db)
             }
+            if version < 5 {
+                try db.execute(historySchema)
+                try rebuildUsage(db)
+            }
             try db.execute(retentionIndex)
             if version < schemaVersion { try db.setUserVersion(schemaVersion) }
             var id: String?
@@ -141,12 +150,12 @@ public final class SQLiteRecordStore: ServerStore {
 
     // MARK: Writing
 
-    private static let insertSQL = """
+    static let insertSQL = """
         INSERT INTO records (change_tag, user, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag,
                              size, sha256, mode, modified_at, device, saved_at, moved_from, data, asset_chunks)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
-    private static let updateSQL = """
+    static let updateSQL = """
         UPDATE records SET change_tag = ?, user = ?, path = ?, type = ?, asset_id = ?, asset_size = ?, asset_sha256 = ?,
                            deleted = ?, base_tag = ?, size = ?, sha256 = ?, mode = ?, modified_at = ?, device = ?,
                            saved_at = ?, moved_from = ?, data = ?, asset_chunks = ?
@@ -157,72 +166,78 @@ public final class SQLiteRecordStore: ServerStore {
         if items.isEmpty { return [] }
         let outcomes = try writer.use { db in
             try db.transaction {
-                let firstTag = try db.scalar("SELECT value FROM meta WHERE key = 'last_tag'") ?? 0
-                var tag = firstTag
-                let now = Clock.now()
-                var outcomes: [StoreOutcome] = []
-                outcomes.reserveCapacity(items.count)
-                var deltas = FolderDeltas()
-                for item in items {
-                    var record = item.record
-                    let (current, previous) = try Self.current(db, user: user, path: record.path)
-                    guard current == record.baseTag else {
-                        if current == 0 {
-                            outcomes.append(.conflict(Record(path: record.path, deleted: true, changeTag: 0)))
-                        } else {
-                            outcomes.append(.conflict(try Self.fetch(db, changeTag: current)))
-                        }
-                        continue
-                    }
-                    if !record.deleted, record.data == nil, record.asset == nil, let source = record.movedFrom {
-                        // A rename: the content is the source record's, copied here in this transaction.
-                        guard let copied = try Self.content(db, user: user, path: source), copied.sha256 == record.sha256,
-                              copied.size == record.size else {
-                            outcomes.append(.refused(Problem(.moveSourceGone, detail: "\(quoted(source)) does not hold the content of \(quoted(record.path)) any more; send it")))
-                            continue
-                        }
-                        record.data = copied.data
-                        record.asset = copied.asset
-                    }
-                    tag = ChangeTags.next(after: tag)
-                    record.changeTag = tag
-                    if record.deleted {
-                        record.data = nil
-                        record.asset = nil
-                    }
-                    let values: [any SQLBindable] = [
-                        tag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
-                        record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
-                        record.device, now, record.deleted ? nil : record.movedFrom, record.data, record.asset?.storedChunks,
-                    ]
-                    let statement = try db.prepare(current == 0 ? Self.insertSQL : Self.updateSQL)
-                    try statement.bind(current == 0 ? values : values + [current])
-                    while try statement.step() {}
-                    statement.reset()
-                    deltas.change(path: record.path, from: previous, to: FolderDigestTable.content(deleted: record.deleted, sha256: record.sha256),
-                                  tag: tag)
-                    outcomes.append(.saved(record.withoutData))
-                }
-                if tag != firstTag { try db.run("UPDATE meta SET value = ? WHERE key = 'last_tag'", tag) }
-                try Self.saveDigests(db, user: user, deltas)
-                return outcomes
+                let transaction = try SaveTransactionSQL(db, user: user, policy: policy)
+                let result = try SaveStep.apply(items, user: user, in: transaction, now: Clock.now())
+                try transaction.finish()
+                return result.outcomes
             }
         }
         checkpointer.wrote(bytes: items.reduce(0) { $0 + 256 + ($1.record.data?.count ?? 0) + ($1.record.asset?.chunks?.count ?? 0) * ManifestCoding.entryBytes })
         return outcomes
     }
 
-    /// The change tag of the user's record at `path` (0: none) and its content id while it is live.
-    private static func current(_ db: SQLiteDatabase, user: String, path: String) throws -> (tag: Int64, content: String?) {
-        var found: (tag: Int64, content: String?) = (0, nil)
-        try db.query("SELECT change_tag, deleted, sha256 FROM records WHERE user = ? AND path = ?", user, path) { row in
-            found = (row.int64(0), FolderDigestTable.content(deleted: row.bool(1), sha256: row.text(2)))
+    /// `SaveStep`'s reads and writes in SQLite, for one user inside the writer's transaction. Tags come
+    /// from `meta.last_tag`, written back once by `finish()`.
+    final class SaveTransactionSQL: SaveTransaction {
+        let db: SQLiteDatabase
+        let user: String
+        let policy: StorePolicy
+        var keepsHistory: Bool { policy.keepsHistory }
+        private let firstTag: Int64
+        private var tag: Int64
+
+        init(_ db: SQLiteDatabase, user: String, policy: StorePolicy) throws {
+            self.db = db
+            self.user = user
+            self.policy = policy
+            firstTag = try db.scalar("SELECT value FROM meta WHERE key = 'last_tag'") ?? 0
+            tag = firstTag
         }
-        return found
+
+        func current(path: String) throws -> CurrentVersion? {
+            var found: CurrentVersion?
+            try db.query("""
+                SELECT change_tag, deleted, sha256, length(data), CASE WHEN asset_chunks IS NULL THEN coalesce(asset_size, 0) ELSE 0 END,
+                       asset_chunks IS NOT NULL
+                FROM records WHERE user = ? AND path = ?
+                """, user, path) { row in
+                found = CurrentVersion(tag: row.int64(0), deleted: row.bool(1), sha256: row.text(2), inlineBytes: row.int64(3),
+                                       blobBytes: row.int64(4), hasChunks: row.bool(5))
+            }
+            return found
+        }
+
+        func record(tag: Int64) throws -> Record { try SQLiteRecordStore.fetch(db, changeTag: tag) }
+
+        func liveContent(path: String) throws -> Record? { try SQLiteRecordStore.content(db, user: user, path: path) }
+
+        func nextTag() throws -> Int64 {
+            tag = ChangeTags.next(after: tag)
+            return tag
+        }
+
+        func write(_ record: Record, replacing: Int64, savedAt: Int64) throws {
+            let values: [any SQLBindable] = [
+                record.changeTag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
+                record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
+                record.device, savedAt, record.deleted ? nil : record.movedFrom, record.data, record.asset?.storedChunks,
+            ]
+            let statement = try db.prepare(replacing == 0 ? SQLiteRecordStore.insertSQL : SQLiteRecordStore.updateSQL)
+            try statement.bind(replacing == 0 ? values : values + [replacing])
+            while try statement.step() {}
+            statement.reset()
+        }
+
+        func saveDigests(_ deltas: FolderDeltas) throws { try SQLiteRecordStore.saveDigests(db, user: user, deltas) }
+
+        /// Keeps the tag counter where the batch left it.
+        func finish() throws {
+            if tag != firstTag { try db.run("UPDATE meta SET value = ? WHERE key = 'last_tag'", tag) }
+        }
     }
 
     /// XORs a batch's changes into the user's folder rows, one upsert per folder.
-    private static func saveDigests(_ db: SQLiteDatabase, user: String, _ deltas: FolderDeltas) throws {
+    static func saveDigests(_ db: SQLiteDatabase, user: String, _ deltas: FolderDeltas) throws {
         if deltas.isEmpty { return }
         let statement = try db.prepare(digestSQL.upsert)
         for row in FolderDigestTable.upserts(user: user, deltas) {
@@ -235,9 +250,9 @@ public final class SQLiteRecordStore: ServerStore {
     // MARK: Reading
 
     /// Columns read into a Record, `data` last when asked for (see the type comment).
-    private static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from, asset_chunks"
+    static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from, asset_chunks"
 
-    private static func record(from row: Statement, hasData: Bool) throws -> Record {
+    static func record(from row: Statement, hasData: Bool) throws -> Record {
         var record = Record(path: row.text(1), type: row.text(2))
         record.changeTag = row.int64(0)
         if let id = row.optionalText(3) {
@@ -257,7 +272,7 @@ public final class SQLiteRecordStore: ServerStore {
     }
 
     /// The current content of a live record, for a move that copies it.
-    private static func content(_ db: SQLiteDatabase, user: String, path: String) throws -> Record? {
+    static func content(_ db: SQLiteDatabase, user: String, path: String) throws -> Record? {
         var found: Record?
         try db.query("SELECT \(columns), data FROM records WHERE user = ? AND path = ? AND deleted = 0", user, path) { row in
             found = try record(from: row, hasData: true)
@@ -265,7 +280,7 @@ public final class SQLiteRecordStore: ServerStore {
         return found
     }
 
-    private static func fetch(_ db: SQLiteDatabase, changeTag: Int64) throws -> Record {
+    static func fetch(_ db: SQLiteDatabase, changeTag: Int64) throws -> Record {
         var found: Record?
         try db.query("SELECT \(columns), data FROM records WHERE change_tag = ?", changeTag) { found = try record(from: $0, hasData: true) }
         guard let found else {
@@ -319,8 +334,12 @@ public final class SQLiteRecordStore: ServerStore {
 
     public func namesAsset(user: String, assetID: String, within prefix: String) throws -> Bool {
         try reader().use { db in
+            // A kept version's asset may be read as a current record's is (`sinkid cat --version`).
             try db.scalar("""
                 SELECT 1 FROM records WHERE user = ?1 AND asset_id = ?2 AND deleted = 0
+                AND path >= ?3 AND path < ?4 AND (path = ?3 OR path >= ?5)
+                UNION ALL
+                SELECT 1 FROM versions WHERE user = ?1 AND asset_id = ?2 AND deleted = 0
                 AND path >= ?3 AND path < ?4 AND (path = ?3 OR path >= ?5) LIMIT 1
                 """, user, assetID, prefix, prefix + "0", prefix + "/") != nil
         }
@@ -330,9 +349,15 @@ public final class SQLiteRecordStore: ServerStore {
         try reader().use { db in
             var found: [ChunkRef]?
             let narrowed = prefix.map { [$0, $0 + "0", $0 + "/"] } ?? ["", "", ""]
+            // A live record's first, then a kept version's (`sinkid cat --version`).
             try db.query("""
-                SELECT path, asset_chunks FROM records WHERE user = ?1 AND asset_id = ?2 AND deleted = 0 AND asset_chunks IS NOT NULL
-                AND (?3 = '' OR (path >= ?3 AND path < ?4 AND (path = ?3 OR path >= ?5))) LIMIT 1
+                SELECT path, asset_chunks FROM (
+                    SELECT 0 AS kept, path, asset_chunks FROM records WHERE user = ?1 AND asset_id = ?2 AND deleted = 0 AND asset_chunks IS NOT NULL
+                    AND (?3 = '' OR (path >= ?3 AND path < ?4 AND (path = ?3 OR path >= ?5)))
+                    UNION ALL
+                    SELECT 1, path, asset_chunks FROM versions WHERE user = ?1 AND asset_id = ?2 AND deleted = 0 AND asset_chunks IS NOT NULL
+                    AND (?3 = '' OR (path >= ?3 AND path < ?4 AND (path = ?3 OR path >= ?5)))
+                ) ORDER BY kept LIMIT 1
                 """, user, assetID, narrowed[0], narrowed[1], narrowed[2]) { row in
                 found = try Asset.chunks(stored: row.blob(1), path: row.text(0))
             }
@@ -345,8 +370,11 @@ public final class SQLiteRecordStore: ServerStore {
             // The head first: every record at or below it is committed, so the list read next holds it.
             let head = try db.scalar("SELECT max(change_tag) FROM records WHERE user = ?", user) ?? 0
             var names = Set<String>()
+            // Kept versions hold their chunks until they expire.
             try db.query("""
-                SELECT path, asset_chunks FROM records WHERE user = ? AND change_tag > ? AND deleted = 0 AND asset_chunks IS NOT NULL
+                SELECT path, asset_chunks FROM records WHERE user = ?1 AND change_tag > ?2 AND deleted = 0 AND asset_chunks IS NOT NULL
+                UNION ALL
+                SELECT path, asset_chunks FROM versions WHERE user = ?1 AND change_tag > ?2 AND deleted = 0 AND asset_chunks IS NOT NULL
                 """, user, tag) { row in
                 for chunk in try Asset.chunks(stored: row.blob(1), path: row.text(0)) { names.insert(chunk.sha256) }
             }
@@ -409,7 +437,7 @@ public final class SQLiteRecordStore: ServerStore {
 
     /// Runs passive checkpoints (never waiting for readers or the writer) once enough has been committed
     /// since the last one; the writer has automatic checkpoints turned off.
-    private final class Checkpointer: Sendable {
+    final class Checkpointer: Sendable {
         /// About SQLite's own default (1,000 pages of 4 KiB).
         static let threshold = 4 << 20
 

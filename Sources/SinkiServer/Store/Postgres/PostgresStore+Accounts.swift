@@ -35,9 +35,11 @@ extension PostgresStore {
 
     public func users() throws -> [ServerUser] {
         try pool.use { db in
-            let rows = try db.query("SELECT name, created_at FROM users ORDER BY name")
+            let rows = try db.query("SELECT name, created_at, quota FROM users ORDER BY name")
             var out: [ServerUser] = []
-            for row in 0..<rows.count { out.append(ServerUser(name: try rows.text(row, 0), createdAt: try rows.int64(row, 1))) }
+            for row in 0..<rows.count {
+                out.append(ServerUser(name: try rows.text(row, 0), createdAt: try rows.int64(row, 1), quota: try rows.optionalInt64(row, 2)))
+            }
             return out
         }
     }
@@ -56,6 +58,9 @@ extension PostgresStore {
                                    [Clock.now(), count, name])
                 }
                 try db.execute("DELETE FROM records WHERE owner = $1", [name])
+                try db.execute("DELETE FROM versions WHERE owner = $1", [name])
+                try db.execute("DELETE FROM chunk_refs WHERE owner = $1", [name])
+                try db.execute("DELETE FROM usage WHERE owner = $1", [name])
                 try db.execute("DELETE FROM folder_digests WHERE owner = $1", [name])
                 try db.execute("DELETE FROM token_chains WHERE chain_id IN (SELECT chain_id FROM tokens WHERE owner = $1)", [name])
                 try db.execute("DELETE FROM users WHERE name = $1", [name])
@@ -133,32 +138,33 @@ extension PostgresStore {
         }
     }
 
-    /// The live tokens a revocation of `id` reaches: itself, every token minted from it, and the tokens
-    /// of their refresh chains, to any depth.
-    private static func reach(_ db: PGConnection, from id: String) throws(PostgresError) -> [String] {
-        var seen: Set<String> = [id]
-        var order = [id]
-        var frontier = [id]
-        var chains: Set<String> = []
-        while let next = frontier.popLast() {
-            var found: [String] = []
-            let children = try db.query("SELECT id FROM tokens WHERE parent_id = $1", [next])
-            for row in 0..<children.count { found.append(try children.text(row, 0)) }
-            let chain = try db.query("SELECT chain_id FROM tokens WHERE id = $1", [next])
-            if chain.count > 0, chains.insert(try chain.text(0, 0)).inserted {
-                let members = try db.query("SELECT id FROM tokens WHERE chain_id = $1", [try chain.text(0, 0)])
-                for row in 0..<members.count { found.append(try members.text(row, 0)) }
-            }
-            for child in found where seen.insert(child).inserted {
-                order.append(child)
-                frontier.append(child)
-            }
+    /// The live tokens a revocation of `id` reaches (`RevocationWalk`).
+    private static func reach(_ db: PGConnection, from id: String) throws -> [String] {
+        try RevocationWalk.reach(from: id, in: TokenGraphSQL(db: db))
+    }
+
+    /// `RevocationWalk`'s look-ups in PostgreSQL.
+    private struct TokenGraphSQL: TokenGraph {
+        let db: PGConnection
+
+        func minted(from id: String) throws -> [String] {
+            let rows = try db.query("SELECT id FROM tokens WHERE parent_id = $1", [id])
+            return try (0..<rows.count).map { try rows.text($0, 0) }
         }
-        var live: [String] = []
-        for candidate in order where try db.query("SELECT 1 FROM tokens WHERE id = $1 AND revoked_at IS NULL", [candidate]).count > 0 {
-            live.append(candidate)
+
+        func chain(of id: String) throws -> String? {
+            let rows = try db.query("SELECT chain_id FROM tokens WHERE id = $1", [id])
+            return rows.count > 0 ? try rows.text(0, 0) : nil
         }
-        return live
+
+        func members(ofChain chain: String) throws -> [String] {
+            let rows = try db.query("SELECT id FROM tokens WHERE chain_id = $1", [chain])
+            return try (0..<rows.count).map { try rows.text($0, 0) }
+        }
+
+        func isUnrevoked(_ id: String) throws -> Bool {
+            try db.query("SELECT 1 FROM tokens WHERE id = $1 AND revoked_at IS NULL", [id]).count > 0
+        }
     }
 
     /// Raises the revocation counter, holding its row until the transaction ends; the new count.

@@ -20,6 +20,8 @@ import SinkiSupport
 ///   (`FolderDigestTable`), updated in the modify's transaction, under the user's lock, by upserts that
 ///   XOR in the statement; schema 4, computed from the records when an older database is opened.
 /// - `users`, `tokens`, `token_chains`: as in SQLite (`SQLiteRecordStore+Accounts.swift`).
+/// - `versions`, `chunk_refs`, `usage`, `users.quota`: the history and each user's usage, schema 5
+///   (`PostgresStore+History.swift`).
 ///
 /// Tags are in commit order for each user, which is all a reader (one user's feed) sees: a modify (and
 /// a sweep) first takes its user's transaction lock (`pg_advisory_xact_lock(userLockClass,
@@ -38,11 +40,13 @@ public final class PostgresStore: ServerStore {
     private let url: String
     /// Called after a modify that saved records commits, with the user and the last tag it saved (not
     /// under any lock): where a `NOTIFY` for other server processes would go.
-    private let afterCommit: (@Sendable (_ user: String, _ lastTag: Int64) -> Void)?
+    let afterCommit: (@Sendable (_ user: String, _ lastTag: Int64) -> Void)?
+    public let policy: StorePolicy
 
     /// 1: records, users and device tokens. 2: tags from a sequence under per-user locks. 3: manifests
-    /// of chunks (`asset_chunks`) and the index of records by asset. 4: folder digests.
-    static let schemaVersion = 4
+    /// of chunks (`asset_chunks`) and the index of records by asset. 4: folder digests. 5: kept versions,
+    /// usage and quotas.
+    static let schemaVersion = 5
 
     static let digestSQL = FolderDigestTable.SQL(FolderDigestTable.Dialect(
         user: "owner", text: "TEXT COLLATE \"C\"", integer: "BIGINT", tableOptions: "", parameter: { "$\($0)" },
@@ -58,9 +62,10 @@ public final class PostgresStore: ServerStore {
     static let tagLockClass: Int32 = 7193453
 
     /// Connects to `url` with `connections` connections (one per server thread is plenty), creating or
-    /// migrating the schema.
-    public init(url: String, connections: Int = 4,
+    /// migrating the schema. `policy`: what a save keeps, and the quota of users with none of their own.
+    public init(url: String, connections: Int = 4, policy: StorePolicy = StorePolicy(),
                 afterCommit: (@Sendable (_ user: String, _ lastTag: Int64) -> Void)? = nil) throws {
+        self.policy = policy
         pool = try PGPool(url: url, size: connections)
         database = pool.database
         self.url = url
@@ -114,6 +119,11 @@ public final class PostgresStore: ServerStore {
                 try db.execute(digestSQL.schema)
                 try rebuildDigests(db)
                 try db.execute("UPDATE schema_version SET version = 4")
+            }
+            if version < 5 {
+                try db.execute(historySchema)
+                try rebuildUsage(db)
+                try db.execute("UPDATE schema_version SET version = 5")
             }
             let id = try db.query("SELECT store_id FROM store")
             guard id.count == 1, let storeID = id.optionalText(0, 0), !storeID.isEmpty else {
@@ -198,12 +208,12 @@ public final class PostgresStore: ServerStore {
 
     // MARK: Writing
 
-    private static let insertSQL = """
+    static let insertSQL = """
         INSERT INTO records (change_tag, owner, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag,
                              size, sha256, mode, modified_at, device, saved_at, moved_from, data, asset_chunks)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
         """
-    private static let updateSQL = """
+    static let updateSQL = """
         UPDATE records SET change_tag = $1, owner = $2, path = $3, type = $4, asset_id = $5, asset_size = $6,
                            asset_sha256 = $7, deleted = $8, base_tag = $9, size = $10, sha256 = $11, mode = $12,
                            modified_at = $13, device = $14, saved_at = $15, moved_from = $16, data = $17, asset_chunks = $18
@@ -212,73 +222,81 @@ public final class PostgresStore: ServerStore {
 
     public func modify(user: String, items: [CheckedRecord]) throws -> [StoreOutcome] {
         if items.isEmpty { return [] }
-        let (outcomes, lastTag) = try pool.use { db in
+        let result = try pool.use { db in
             try db.transaction {
                 // The user's lock orders their commits (see the type comment); held until COMMIT.
                 try Self.lockUser(db, user)
-                var lastTag: Int64?
-                var reserved: ClosedRange<Int64>.Iterator?
-                let now = Clock.now()
-                var outcomes: [StoreOutcome] = []
-                outcomes.reserveCapacity(items.count)
-                var deltas = FolderDeltas()
-                for item in items {
-                    var record = item.record
-                    let (current, previous) = try Self.current(db, user: user, path: record.path)
-                    guard current == record.baseTag else {
-                        if current == 0 {
-                            outcomes.append(.conflict(Record(path: record.path, deleted: true, changeTag: 0)))
-                        } else {
-                            outcomes.append(.conflict(try Self.fetch(db, changeTag: current)))
-                        }
-                        continue
-                    }
-                    if !record.deleted, record.data == nil, record.asset == nil, let source = record.movedFrom {
-                        // A rename: the content is the source record's, copied here in this transaction.
-                        guard let copied = try Self.content(db, user: user, path: source), copied.sha256 == record.sha256,
-                              copied.size == record.size else {
-                            outcomes.append(.refused(Problem(.moveSourceGone, detail: "\(quoted(source)) does not hold the content of \(quoted(record.path)) any more; send it")))
-                            continue
-                        }
-                        record.data = copied.data
-                        record.asset = copied.asset
-                    }
-                    if reserved == nil { reserved = try Self.reserveTags(db, count: items.count) }
-                    guard let tag = reserved?.next() else { throw RecordStoreError(path: db.database, message: "bug: more saves than tags reserved") }
-                    lastTag = tag
-                    record.changeTag = tag
-                    if record.deleted {
-                        record.data = nil
-                        record.asset = nil
-                    }
-                    let values: [any PGBindable] = [
-                        tag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
-                        record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
-                        record.device, now, record.deleted ? nil : record.movedFrom, record.data, record.asset?.storedChunks,
-                    ]
-                    try db.execute(current == 0 ? Self.insertSQL : Self.updateSQL, current == 0 ? values : values + [current])
-                    deltas.change(path: record.path, from: previous, to: FolderDigestTable.content(deleted: record.deleted, sha256: record.sha256),
-                                  tag: tag)
-                    outcomes.append(.saved(record.withoutData))
-                }
-                try Self.saveDigests(db, user: user, deltas)
-                if lastTag != nil {
+                let result = try SaveStep.apply(items, user: user, in: SaveTransactionSQL(db, user: user, policy: policy, expected: items.count),
+                                                now: Clock.now())
+                if result.lastTag != nil {
                     // Inside the transaction: PostgreSQL delivers it at commit, and only then.
                     try db.execute("SELECT pg_notify($1, $2)", [PGChangeSignal.channel, user])
                 }
-                return (outcomes, lastTag)
+                return result
             }
         }
-        if let lastTag { afterCommit?(user, lastTag) }
-        return outcomes
+        if let lastTag = result.lastTag { afterCommit?(user, lastTag) }
+        return result.outcomes
+    }
+
+    /// `SaveStep`'s reads and writes in PostgreSQL, for one user inside a transaction that holds the
+    /// user's lock. Tags come from the `change_tags` sequence, drawn `expected` at a time (`reserveTags`).
+    final class SaveTransactionSQL: SaveTransaction {
+        let db: PGConnection
+        let user: String
+        let policy: StorePolicy
+        var keepsHistory: Bool { policy.keepsHistory }
+        private let expected: Int
+        private var reserved: ClosedRange<Int64>.Iterator?
+
+        init(_ db: PGConnection, user: String, policy: StorePolicy, expected: Int = 16) {
+            self.db = db
+            self.user = user
+            self.policy = policy
+            self.expected = max(1, expected)
+        }
+
+        func current(path: String) throws -> CurrentVersion? {
+            let rows = try db.query("""
+                SELECT change_tag, deleted, sha256, COALESCE(octet_length(data), 0),
+                       CASE WHEN asset_chunks IS NULL THEN COALESCE(asset_size, 0) ELSE 0 END, asset_chunks IS NOT NULL
+                FROM records WHERE owner = $1 AND path = $2
+                """, [user, path])
+            guard rows.count > 0 else { return nil }
+            return CurrentVersion(tag: try rows.int64(0, 0), deleted: try rows.bool(0, 1), sha256: try rows.text(0, 2),
+                                  inlineBytes: try rows.int64(0, 3), blobBytes: try rows.int64(0, 4), hasChunks: try rows.bool(0, 5))
+        }
+
+        func record(tag: Int64) throws -> Record { try PostgresStore.fetch(db, changeTag: tag) }
+
+        func liveContent(path: String) throws -> Record? { try PostgresStore.content(db, user: user, path: path) }
+
+        func nextTag() throws -> Int64 {
+            if let tag = reserved?.next() { return tag }
+            var drawn = try PostgresStore.reserveTags(db, count: expected)
+            guard let tag = drawn.next() else { throw RecordStoreError(path: db.database, message: "bug: no change tag reserved") }
+            reserved = drawn
+            return tag
+        }
+
+        func write(_ record: Record, replacing: Int64, savedAt: Int64) throws {
+            let values: [any PGBindable] = [
+                record.changeTag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
+                record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
+                record.device, savedAt, record.deleted ? nil : record.movedFrom, record.data, record.asset?.storedChunks,
+            ]
+            try db.execute(replacing == 0 ? PostgresStore.insertSQL : PostgresStore.updateSQL, replacing == 0 ? values : values + [replacing])
+        }
+
+        func saveDigests(_ deltas: FolderDeltas) throws { try PostgresStore.saveDigests(db, user: user, deltas) }
     }
 
     /// Draws `count` consecutive change tags (`ChangeTags`: from the save's time, or above the last tag
     /// drawn by any server when that is later) under a store-wide lock held for this draw only, not to
     /// the commit: the sequence is only ever moved forward, so no tag is drawn twice, and users do not
     /// wait for each other's commits. The user's own lock, held to the commit, keeps each user's tags
-    /// in commit order as before.
-    private static func reserveTags(_ db: PGConnection, count: Int) throws -> ClosedRange<Int64>.Iterator {
+    /// in commit order as before. Tags drawn and not used are a gap, which tells nothing either.
+    static func reserveTags(_ db: PGConnection, count: Int) throws -> ClosedRange<Int64>.Iterator {
         try db.execute("SELECT pg_advisory_lock(\(tagLockClass), 0)")
         defer { _ = try? db.execute("SELECT pg_advisory_unlock(\(tagLockClass), 0)") }
         guard let drawn = try db.scalar("SELECT nextval('change_tags')") else {
@@ -291,21 +309,14 @@ public final class PostgresStore: ServerStore {
     }
 
     /// Takes `user`'s transaction lock: modifies and sweeps of one user one after the other.
-    private static func lockUser(_ db: PGConnection, _ user: String) throws(PostgresError) {
+    static func lockUser(_ db: PGConnection, _ user: String) throws(PostgresError) {
         try db.execute("SELECT pg_advisory_xact_lock(\(userLockClass), hashtext($1))", [user])
-    }
-
-    /// The change tag of the user's record at `path` (0: none) and its content id while it is live.
-    private static func current(_ db: PGConnection, user: String, path: String) throws -> (tag: Int64, content: String?) {
-        let rows = try db.query("SELECT change_tag, deleted, sha256 FROM records WHERE owner = $1 AND path = $2", [user, path])
-        guard rows.count > 0 else { return (0, nil) }
-        return (try rows.int64(0, 0), FolderDigestTable.content(deleted: try rows.bool(0, 1), sha256: try rows.text(0, 2)))
     }
 
     /// XORs a batch's changes into the user's folder rows, one upsert per folder. Under the user's lock
     /// no other modify of the user runs, and the XOR in the statement would keep the rows right even
     /// without it.
-    private static func saveDigests(_ db: PGConnection, user: String, _ deltas: FolderDeltas) throws {
+    static func saveDigests(_ db: PGConnection, user: String, _ deltas: FolderDeltas) throws {
         for row in FolderDigestTable.upserts(user: user, deltas) {
             try db.execute(digestSQL.upsert, [row.user, row.parent, row.path] as [any PGBindable] + row.words.map { $0 as any PGBindable } + [row.head])
         }
@@ -317,9 +328,9 @@ public final class PostgresStore: ServerStore {
     // MARK: Reading
 
     /// Columns read into a Record, `data` last when asked for, as in SQLite.
-    private static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from, asset_chunks"
+    static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from, asset_chunks"
 
-    private static func record(_ rows: PGResult, _ row: Int, hasData: Bool) throws -> Record {
+    static func record(_ rows: PGResult, _ row: Int, hasData: Bool) throws -> Record {
         var record = Record(path: try rows.text(row, 1), type: try rows.text(row, 2))
         record.changeTag = try rows.int64(row, 0)
         if let id = rows.optionalText(row, 3) {
@@ -339,12 +350,12 @@ public final class PostgresStore: ServerStore {
     }
 
     /// The current content of a live record, for a move that copies it.
-    private static func content(_ db: PGConnection, user: String, path: String) throws -> Record? {
+    static func content(_ db: PGConnection, user: String, path: String) throws -> Record? {
         let rows = try db.query("SELECT \(columns), data FROM records WHERE owner = $1 AND path = $2 AND NOT deleted", [user, path])
         return rows.count == 0 ? nil : try record(rows, 0, hasData: true)
     }
 
-    private static func fetch(_ db: PGConnection, changeTag: Int64) throws -> Record {
+    static func fetch(_ db: PGConnection, changeTag: Int64) throws -> Record {
         let rows = try db.query("SELECT \(columns), data FROM records WHERE change_tag = $1", [changeTag])
         guard rows.count > 0 else {
             throw RecordStoreError(path: db.database, message: "bug: record \(changeTag) vanished inside a transaction")
@@ -395,8 +406,12 @@ public final class PostgresStore: ServerStore {
 
     public func namesAsset(user: String, assetID: String, within prefix: String) throws -> Bool {
         try pool.use { db in
+            // A kept version's asset may be read as a current record's is (`sinkid cat --version`).
             try db.query("""
                 SELECT 1 FROM records WHERE owner = $1 AND asset_id = $2 AND NOT deleted
+                AND path >= $3 AND path < $4 AND (path = $3 OR path >= $5)
+                UNION ALL
+                SELECT 1 FROM versions WHERE owner = $1 AND asset_id = $2 AND NOT deleted
                 AND path >= $3 AND path < $4 AND (path = $3 OR path >= $5) LIMIT 1
                 """, [user, assetID, prefix, prefix + "0", prefix + "/"]).count > 0
         }
@@ -404,17 +419,17 @@ public final class PostgresStore: ServerStore {
 
     public func manifest(user: String, assetID: String, within prefix: String?) throws -> [ChunkRef]? {
         try pool.use { db in
-            let rows: PGResult
-            if let prefix {
-                rows = try db.query("""
-                    SELECT path, asset_chunks FROM records WHERE owner = $1 AND asset_id = $2 AND NOT deleted AND asset_chunks IS NOT NULL
-                    AND path >= $3 AND path < $4 AND (path = $3 OR path >= $5) LIMIT 1
-                    """, [user, assetID, prefix, prefix + "0", prefix + "/"])
-            } else {
-                rows = try db.query("""
-                    SELECT path, asset_chunks FROM records WHERE owner = $1 AND asset_id = $2 AND NOT deleted AND asset_chunks IS NOT NULL LIMIT 1
-                    """, [user, assetID])
-            }
+            // A live record's first, then a kept version's (`sinkid cat --version`).
+            let narrowed = prefix.map { [$0, $0 + "0", $0 + "/"] } ?? ["", "", ""]
+            let rows = try db.query("""
+                SELECT path, asset_chunks FROM (
+                    SELECT 0 AS kept, path, asset_chunks FROM records WHERE owner = $1 AND asset_id = $2 AND NOT deleted AND asset_chunks IS NOT NULL
+                    AND ($3 = '' OR (path >= $3 AND path < $4 AND (path = $3 OR path >= $5)))
+                    UNION ALL
+                    SELECT 1, path, asset_chunks FROM versions WHERE owner = $1 AND asset_id = $2 AND NOT deleted AND asset_chunks IS NOT NULL
+                    AND ($3 = '' OR (path >= $3 AND path < $4 AND (path = $3 OR path >= $5)))
+                ) found ORDER BY kept LIMIT 1
+                """, [user, assetID, narrowed[0], narrowed[1], narrowed[2]])
             guard rows.count > 0, let stored = try rows.optionalBytes(0, 1) else { return nil }
             return try Asset.chunks(stored: stored, path: try rows.text(0, 0))
         }
@@ -425,8 +440,11 @@ public final class PostgresStore: ServerStore {
             // The head first: a modify draws its tags under the user's lock and holds it to its commit, so
             // every record of the user at or below the head is committed, and the list read next holds it.
             let head = try db.scalar("SELECT max(change_tag) FROM records WHERE owner = $1", user) ?? 0
+            // Kept versions hold their chunks until they expire.
             let rows = try db.query("""
                 SELECT path, asset_chunks FROM records WHERE owner = $1 AND change_tag > $2 AND NOT deleted AND asset_chunks IS NOT NULL
+                UNION ALL
+                SELECT path, asset_chunks FROM versions WHERE owner = $1 AND change_tag > $2 AND NOT deleted AND asset_chunks IS NOT NULL
                 """, [user, tag])
             var names = Set<String>()
             for row in 0..<rows.count {
@@ -513,7 +531,10 @@ public final class PostgresStore: ServerStore {
 
     public func assetIDs() throws -> Set<String> {
         try pool.use { db in
-            let rows = try db.query("SELECT DISTINCT asset_id FROM records WHERE asset_id IS NOT NULL AND asset_chunks IS NULL")
+            let rows = try db.query("""
+                SELECT DISTINCT asset_id FROM records WHERE asset_id IS NOT NULL AND asset_chunks IS NULL
+                UNION SELECT DISTINCT asset_id FROM versions WHERE asset_id IS NOT NULL AND asset_chunks IS NULL
+                """)
             var ids = Set<String>()
             for row in 0..<rows.count { ids.insert(try rows.text(row, 0)) }
             return ids
