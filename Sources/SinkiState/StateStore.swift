@@ -12,7 +12,7 @@ public final class StateStore {
     /// what it read is still current, and the scheduler whether a round saw everything.
     public internal(set) var treeWrites = 0
 
-    static let schemaVersion = 12
+    static let schemaVersion = 13
 
     public init(path: String) throws {
         self.path = path
@@ -27,14 +27,21 @@ public final class StateStore {
             // The release before the three trees: its tables are brought to schema 9 first, then
             // turned into trees (`LegacySchema`), in one transaction.
             try LegacySchema.upgrade(self, from: version)
-        } else if version == 10 || version == 11 {
-            if version == 10 { try ModeSchema.upgrade(self) }
-            // Schema 12: whether the server lacked chunks of the Remote version (issue 24 item 2).
-            try transaction { try database.execute("ALTER TABLE tree ADD COLUMN r_incomplete INTEGER NOT NULL DEFAULT 0") }
+        } else if version >= 10 {
+            // One transaction for every step: a stop half-way leaves the schema it started from.
+            try transaction {
+                // Before the modes' step, whose work indexes (the current ones) name them.
+                try XattrSchema.addColumns(database)
+                if version == 10 { try ModeSchema.upgrade(self) }
+                // Schema 12: whether the server lacked chunks of the Remote version (issue 24 item 2).
+                if version <= 11 { try database.execute("ALTER TABLE tree ADD COLUMN r_incomplete INTEGER NOT NULL DEFAULT 0") }
+                try XattrSchema.upgrade(self)
+                try database.setUserVersion(Self.schemaVersion)
+            }
         } else {
             try transaction {
                 try database.execute(Self.treeSchema + Self.sentSchema + Self.rootTotalsSchema + Self.tusUploadsSchema + Self.conflictsSchema
-                                     + Self.manifestsSchema + Self.remoteFoldersSchema + """
+                                     + Self.manifestsSchema + Self.remoteFoldersSchema + Self.unkeptXattrsSchema + """
                     CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
                     """)
             }
@@ -76,4 +83,7 @@ public enum MetaKey {
     /// The roots (by name, one per line) whose records the Remote tree holds from the feed's start or
     /// a listing; a root added to the configuration later is listed once before it is trusted.
     public static let seededRoots = "remote.roots"
+    /// The `[transfer] xattrs` patterns Local's attribute digests were read with (one per line); other
+    /// patterns read every file's attributes again (`Replica.setXattrPolicy`).
+    public static let xattrPatterns = "xattrs.patterns"
 }

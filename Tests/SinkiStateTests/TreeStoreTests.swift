@@ -96,11 +96,11 @@ import Testing
             record.changeTag = 8
             try store.transaction { _ = try store.observeRemote([("R/big.bin", RemoteFacts(record))]) }
             #expect(try store.row("R/big.bin")?.remote?.incomplete == false)
-            // As schema 11 left it: no column.
-            try store.database.execute("ALTER TABLE tree DROP COLUMN r_incomplete; PRAGMA user_version = 11;")
+            // As schema 11 left it: no column (nor what schema 13 added).
+            try store.database.execute(OldStateSchemas.twelve + "ALTER TABLE tree DROP COLUMN r_incomplete; PRAGMA user_version = 11;")
         }
         let upgraded = try StateStore(path: path)
-        #expect(upgraded.database.userVersion == 12)
+        #expect(upgraded.database.userVersion == 13)
         #expect(try upgraded.row("R/big.bin")?.remote?.tag == 8)
         #expect(try upgraded.row("R/big.bin")?.remote?.incomplete == false)
     }
