@@ -66,6 +66,7 @@ extension Agent {
             options.maxBytes = configuration.batchBytes
             options.uploadSlots = max(0, width - transfers.uploads.count)
             options.fetchSlots = max(0, 4 * width - rounds.fetching.count)
+            options.downloadSlots = max(0, width - transfers.downloading.count)
             options.excludingRoots = heldRoots
             let step: Step
             do { step = try await replica.step(options) } catch {

@@ -16,7 +16,6 @@ extension Agent {
         var options = TusOptions()
         options.chunkSize = configuration.transfer.chunkSize
         options.attempts = configuration.transfer.attempts
-        options.maxRate = configuration.transfer.maxRate
         options.computeSHA256 = true
         let server = TusServer(endpoint: serverURL + Routes.uploads, bearerToken: client?.bearerToken, pinsOrigin: true)
         let made = TusClient(http: http, server: server, options: options, logger: logger.child("tus"))
@@ -188,8 +187,7 @@ extension Agent {
             var seen = Set<String>()
             for index in assembler.missing where seen.insert(chunks[index].sha256).inserted { names.append(chunks[index].sha256) }
             var received: Int64 = 0
-            let outcome = try await ChunkFetcher(sync: sync, assembler: assembler, width: max(1, configuration.transfer.parallel),
-                                                 maxRate: configuration.transfer.maxRate)
+            let outcome = try await ChunkFetcher(sync: sync, assembler: assembler, width: max(1, configuration.transfer.parallel))
                 .run(names) { bytes in
                     received += bytes
                     transfers.progress(key, done: assembler.bytesInPlace, new: received)

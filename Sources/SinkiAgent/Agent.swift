@@ -188,6 +188,10 @@ public actor Agent {
         client = SyncClient(http: http, base: serverURL, token: configuration.token ?? embeddedToken, device: configuration.device)
         sleeper = LoopSleeper(loop: loop)
         let watcher = Watcher(loop: loop, inotify: inotify, echoes: echoes, delayMilliseconds: configuration.watchDelayMilliseconds,
+        // `[transfer] max-rate` holds for everything the agent sends, and everything it receives:
+        // records with inline content, chunks and assets, every file at once.
+        http.maxSendRate = configuration.transfer.maxRate
+        http.maxReceiveRate = configuration.transfer.maxRate
                               logger: logger.child("watch"))
         self.watcher = watcher
         do {

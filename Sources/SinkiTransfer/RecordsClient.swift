@@ -126,10 +126,9 @@ public final class SyncClient {
     }
 
     /// A chunk's bytes as the server holds them (checked by the caller against the name).
-    public func chunk(_ name: String, maxBytes: Int, maxRate: Int64? = nil, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> [UInt8] {
+    public func chunk(_ name: String, maxBytes: Int, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> [UInt8] {
         var request = request("GET", Routes.chunks + name, timeout: 300)
         request.headers = [("Accept", "application/octet-stream")]
-        request.maxRate = maxRate
         let response: HTTPResponse
         do { response = try await http.send(request, sink: .memory(limit: maxBytes), isolation: isolation) } catch { throw .transport(error) }
         guard (200..<300).contains(response.status) else { throw Self.failure(response, url: request.url) }
