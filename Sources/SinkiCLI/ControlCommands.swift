@@ -11,7 +11,7 @@ enum ControlCommands {
         guard let spec = CommandCatalog.spec(name) else { throw UsageError("unknown command \(name)") }
         let arguments = try Arguments(words, spec)
         if arguments.has("help") {
-            print(spec.help)
+            print(spec.fullHelp)
             return .success
         }
         let request = try request(name, arguments)

@@ -1,5 +1,5 @@
 /// The help texts; each command's text lists every flag it takes (a test holds them to the
-/// command table and to the man page).
+/// command table and to the man page). The exit statuses follow from the table (`fullHelp`).
 enum Help {
     static var overview: String {
         let width = CommandCatalog.all.map(\.name.count).max() ?? 0
@@ -28,7 +28,6 @@ enum Help {
     static let stateOption = "  --state DIR          the agent's state folder (default $XDG_STATE_HOME/sinki or ~/.local/state/sinki)"
     static let jsonOption = "  --json               print the agent's answer as JSON (errors too)"
     static let helpOption = "  --help, -h           this text"
-    static let notRunning = "Exit status 3 when no agent runs with the state folder."
 
     static let run = """
         usage: sinkid [run] --root PATH... [options]
@@ -124,7 +123,7 @@ enum Help {
         Stops sending and applying changes until sinkid resume, also across restarts of the agent
         (the pause is kept in its state folder; status says since when). Local changes are still
         noted and queued; a batch already on its way finishes. With ROOT (a root's name, such as
-        SaveGames, or its folder), only that root waits: the others go on syncing. \(notRunning)
+        SaveGames, or its folder), only that root waits: the others go on syncing.
 
         options:
         \(stateOption)
@@ -137,7 +136,7 @@ enum Help {
 
         Ends a pause (the agent's and every root's), and confirms a safety stop (a root that vanished
         or emptied while its records did not: nothing is deleted remotely until you confirm). With
-        ROOT, ends only that root's pause. \(notRunning)
+        ROOT, ends only that root's pause.
 
         options:
         \(stateOption)
@@ -151,7 +150,7 @@ enum Help {
         Syncs now: looks at every root again and asks the server for changes at once instead of
         waiting. With --verify, also compares every record here with the server's (the agent does
         this on its own every [agent] verify-interval, and after an unclean stop), repairs every
-        difference through the merge rules, and says what it found when done. \(notRunning)
+        difference through the merge rules, and says what it found when done.
 
         options:
           --verify             compare everything with the server and repair what differs
@@ -164,7 +163,7 @@ enum Help {
         usage: sinkid retry [PATH] [--state DIR] [--json]
 
         Sends again the changes the server refused (sinkid status lists them with the reason): all,
-        or those at or below PATH (a record path such as SaveGames/slot1). \(notRunning)
+        or those at or below PATH (a record path such as SaveGames/slot1).
 
         options:
         \(stateOption)
@@ -177,7 +176,6 @@ enum Help {
 
         Lists the conflicts the ask merge rule left for sinkid resolve, with both versions and where
         the agent kept a copy of each. Every other rule settles a conflict when it is found.
-        \(notRunning)
 
         options:
         \(stateOption)
@@ -190,7 +188,7 @@ enum Help {
 
         Settles the conflict at PATH (a record path from sinkid conflicts): local sends the file as
         it is now over the other version, remote writes the other version at PATH, both keeps the
-        local file as a conflict copy and writes the other version at PATH. \(notRunning)
+        local file as a conflict copy and writes the other version at PATH.
 
         options:
           --keep SIDE          local, remote, or both
@@ -204,7 +202,7 @@ enum Help {
 
         Prints one JSON line for each remote change the agent applies at PATH, a record path such as
         SaveGames/player1.save; with / at the end, everything below it (SaveGames/, or / for every
-        root). Runs until interrupted or the agent stops. \(notRunning)
+        root). Runs until interrupted or the agent stops.
 
         options:
         \(stateOption)
@@ -254,12 +252,7 @@ enum Help {
           --no-checksum        send no Upload-Checksum even when offered
           --log-level LEVEL    debug, info, warning or error (default info)
         \(helpOption)
-
-        exit codes: 0 uploaded, 64 usage, 65 the file or the server refused the data, 69 the server is
-        out of reach, 70 an unexpected failure (its message says which), 74 the file or the state
-        database cannot be read or written, 75 try again later, 78 a setting is wrong (a token or CA
-        file that cannot be read, a config file's error, a certificate not trusted: --ca-file).
         """
 
-    static func command(_ name: String) -> String? { CommandCatalog.spec(name)?.help }
+    static func command(_ name: String) -> String? { CommandCatalog.spec(name)?.fullHelp }
 }

@@ -12,7 +12,7 @@ enum StatusCommand {
     static func run(_ words: [String]) throws(UsageError) -> ExitCode {
         let arguments = try Arguments(words, CommandCatalog.status)
         if arguments.has("help") {
-            print(Help.status)
+            print(CommandCatalog.status.fullHelp)
             return .success
         }
         if let extra = arguments.positional.first { throw UsageError("unexpected argument \(extra)") }
