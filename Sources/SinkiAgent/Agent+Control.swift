@@ -64,7 +64,7 @@ extension Agent {
         if control.paused { return "paused" + (control.pausedSince.map { " since \(Clock.iso8601($0))" } ?? "") + " (sinkid resume)" }
         if !pausedRootNames.isEmpty { return "paused: " + pausedRootNames.joined(separator: ", ") + " (sinkid resume ROOT); the other roots sync" }
         if !control.scanned { return "scanning" }
-        if reachable == false { return "server \(serverURL) unreachable; retrying" }
+        if reachable == false { return "server \(serverURL) unreachable" + (outage.map { ": \($0.cause)" } ?? "") + "; retrying" }
         let roots = "syncing \(configuration.roots.count) root(s) with \(serverURL)"
         guard let run = pushRun, run.sent > 0 else { return roots }
         return roots + "; " + run.sentWords(now: Clock.monotonic())
@@ -107,7 +107,7 @@ extension Agent: ControlHandler {
         overall.pausedRoots = control.pausedRoots.filter { entry in configuration.roots.contains { $0.name == entry.key } }
         overall.scanned = control.scanned
         overall.problem = problem
-        if reachable == false { overall.unreachable = "server \(serverURL) unreachable" + (logger.lastProblem.map { ": \($0.message)" } ?? "") }
+        if reachable == false { overall.unreachable = (outage ?? Outage(since: Clock.now(), cause: "no answer", failures: 1)).words(server: serverURL) }
         overall.tokenRefused = access.refused
         overall.rateLimitedSeconds = access.rateLimitRemaining(now: Clock.now())
         overall.caughtUp = caughtUp
@@ -153,7 +153,7 @@ extension Agent: ControlHandler {
             changes.append(PendingChange(path: row.path, kind: ChangeKind(rawValue: row.kind) ?? .modify,
                                          queuedAt: row.modifiedAt > 0 ? row.modifiedAt : now))
         }
-        let lastProblem = logger.lastProblem.map { ProblemNote(at: $0.at, level: $0.level.name, message: $0.message) }
+        let lastProblem = logger.lastProblem.map { ProblemNote(at: $0.at, level: $0.level.name, message: $0.message, count: $0.count) }
         return StatusReport(
             generatedAt: Clock.now(),
             agent: AgentSummary(running: true, pid: getpid(), version: control.version, device: configuration.device,

@@ -64,6 +64,9 @@ public actor Agent {
     var feedMidRead = false
     /// nil until the first contact; false while the server cannot be reached.
     var reachable: Bool?
+    /// While the server cannot be reached: since when, why (the last failure's cause) and how many
+    /// requests failed; what status says in one line.
+    var outage: Outage?
     var backoff = Backoff()
     /// The change feed's request: parked or not, and when to ask without waiting (Agent+Reach.swift).
     var feed = FeedState()
@@ -185,13 +188,13 @@ public actor Agent {
         }
         let http = HTTPClient(loop: loop, logger: logger.child("http"))
         http.caFile = configuration.caFile
-        client = SyncClient(http: http, base: serverURL, token: configuration.token ?? embeddedToken, device: configuration.device)
-        sleeper = LoopSleeper(loop: loop)
-        let watcher = Watcher(loop: loop, inotify: inotify, echoes: echoes, delayMilliseconds: configuration.watchDelayMilliseconds,
         // `[transfer] max-rate` holds for everything the agent sends, and everything it receives:
         // records with inline content, chunks and assets, every file at once.
         http.maxSendRate = configuration.transfer.maxRate
         http.maxReceiveRate = configuration.transfer.maxRate
+        client = SyncClient(http: http, base: serverURL, token: configuration.token ?? embeddedToken, device: configuration.device)
+        sleeper = LoopSleeper(loop: loop)
+        let watcher = Watcher(loop: loop, inotify: inotify, echoes: echoes, delayMilliseconds: configuration.watchDelayMilliseconds,
                               logger: logger.child("watch"))
         self.watcher = watcher
         do {
@@ -327,6 +330,7 @@ public actor Agent {
         let wasLost = reachable == false
         if wasLost { logger.info("server \(serverURL) reachable again") }
         reachable = true
+        outage = nil
         backoff.reset()
         contactMade()
         if wasLost {
@@ -338,10 +342,12 @@ public actor Agent {
     /// A request could not reach the server. The parked long-poll may be on a connection as dead, so
     /// the feed asks again at once (`wakeFeed`), then with backoff.
     func disconnected(_ error: any Error) {
+        let cause = (error as? SyncError)?.cause ?? (error as? TransferError)?.cause ?? (error as? TusError).map(Outage.cause) ?? "\(error)"
         if reachable != false {
-            logger.warning("server \(serverURL) unreachable: \(error); retrying with backoff")
+            logger.warning("server \(serverURL) unreachable: \(cause); retrying with backoff")
         }
         reachable = false
+        outage = Outage(since: outage?.since ?? Clock.now(), cause: cause, failures: (outage?.failures ?? 0) + 1)
         // A server that went away may come back as another (restored, or having lost records): the
         // first page read after the reconnect is checked against its digests before "up to date".
         digests.matched = false

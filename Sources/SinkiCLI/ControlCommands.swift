@@ -155,6 +155,14 @@ enum Output {
         line(String(decoding: writer.bytes, as: UTF8.self))
     }
 
+    /// The columns of the terminal stdout is, nil when it is none (a pipe, a file).
+    static var terminalColumns: Int? {
+        guard isatty(STDOUT_FILENO) == 1 else { return nil }
+        var size = winsize()
+        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        return Int(size.ws_col)
+    }
+
     /// Whether stdout is a terminal that takes colour (and `NO_COLOR` is not set).
     static var isTerminal: Bool { isatty(STDOUT_FILENO) == 1 && getenv("NO_COLOR") == nil && getenv("TERM").map { String(cString: $0) } != "dumb" }
 }

@@ -16,6 +16,22 @@ enum Format {
 
     static func one(_ value: Double) -> String { HumanUnits.oneDecimal(value) }
 
+    /// The columns `text` takes on a terminal: colour escapes take none, every other character one.
+    static func columns(_ text: String) -> Int {
+        var count = 0
+        var escaped = false
+        for character in text {
+            if escaped {
+                if character.isLetter { escaped = false }
+            } else if character == "\u{1B}" {
+                escaped = true
+            } else {
+                count += 1
+            }
+        }
+        return count
+    }
+
     static func plural(_ count: Int, _ word: String) -> String { "\(count) \(word)\(count == 1 ? "" : "s")" }
 
     /// A conflict for people: its path and who it is with, then each version and where it is kept.

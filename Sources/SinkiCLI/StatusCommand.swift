@@ -36,7 +36,7 @@ enum StatusCommand {
             if json {
                 Output.json(report.json)
             } else {
-                var text = StatusRenderer(colour: Output.isTerminal).render(report)
+                var text = StatusRenderer(colour: Output.isTerminal, width: Output.terminalColumns).render(report)
                 // Home and clear to the end, then draw: the previous report is replaced in place.
                 if redraw { text = "\u{1B}[H\u{1B}[J" + text }
                 Output.line(text)

@@ -80,7 +80,7 @@ extension AgentSummary {
 extension ServerSummary {
     var json: JSONValue {
         let problem: JSONValue = lastError.map {
-            .object([("at", .time($0.at)), ("level", .string($0.level)), ("message", .string($0.message))])
+            .object([("at", .time($0.at)), ("level", .string($0.level)), ("message", .string($0.message)), ("count", .int(Int64($0.count)))])
         } ?? .null
         return .object([("url", .optional(url)), ("embedded", .optional(embedded)), ("reachable", .optional(reachable)),
                         ("lastContact", .time(lastContact)), ("lastError", problem), ("tokenRefused", .optional(tokenRefused)),
@@ -91,7 +91,8 @@ extension ServerSummary {
         var problem: ProblemNote?
         if fields.has("lastError") {
             let note = try fields.object("lastError")
-            problem = ProblemNote(at: try note.time("at"), level: try note.string("level"), message: try note.string("message"))
+            problem = ProblemNote(at: try note.time("at"), level: try note.string("level"), message: try note.string("message"),
+                                  count: note.has("count") ? Int(try note.int("count")) : 1)
         }
         self.init(url: try fields.optionalString("url"), embedded: try fields.optionalBool("embedded"),
                   reachable: try fields.optionalBool("reachable"), lastContact: try fields.optionalTime("lastContact"), lastError: problem,

@@ -101,10 +101,13 @@ public struct ProblemNote: Sendable, Equatable {
     /// `warning` or `error`.
     public var level: String
     public var message: String
-    public init(at: Int64, level: String, message: String) {
+    /// Times it was logged in a row.
+    public var count: Int
+    public init(at: Int64, level: String, message: String, count: Int = 1) {
         self.at = at
         self.level = level
         self.message = message
+        self.count = count
     }
 }
 

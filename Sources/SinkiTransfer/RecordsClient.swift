@@ -23,6 +23,13 @@ public enum SyncError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// What went wrong, without the URL (`TransferError.cause`): the server is named once by whoever
+    /// says it.
+    public var cause: String {
+        if case let .transport(error) = self { return error.cause }
+        return description
+    }
+
     /// The server refused this device's token (401: unknown, revoked or expired; 403: beyond its scope):
     /// nothing sent with it can get through until the token changes.
     public var refusesToken: Bool {

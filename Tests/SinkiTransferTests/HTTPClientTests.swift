@@ -325,7 +325,7 @@ let fiftyMiB = 50 << 20
             }
             #expect(failed == url)
             #expect(error.description.hasPrefix("cannot reach \(url): "))
-            #expect(error.description.contains("Connection refused"))
+            #expect(error.description.contains("connection refused"), "the system's reason, not libcurl's sentence around it")
             #expect(error.isTemporary)
         }
         #expect(await agent.isIdle)
