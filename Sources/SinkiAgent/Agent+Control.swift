@@ -117,6 +117,13 @@ extension Agent: ControlHandler {
         overall.inFlight = facts?.inFlight ?? 0
         overall.progress = overall.toSend > 0
             ? pushRun?.view(pending: overall.toSend, savedTotal: facts?.savedTotal ?? 0, now: Clock.monotonic()) : nil
+        let movingDown = transfers.moving.values.filter { $0.direction == .download }
+        // Changes that waited from before (a restart, a paused root) begin a run when first seen.
+        if overall.toApply > 0 && pullRun == nil { pullRun = PullProgress(startedAt: Clock.monotonic()) }
+        if overall.toApply > 0 || !movingDown.isEmpty, let run = pullRun {
+            overall.download = run.view(toApply: overall.toApply, toApplyBytes: facts?.toApplyBytes ?? 0,
+                                        moving: movingDown.reduce(0) { $0 + $1.done }, now: Clock.monotonic())
+        }
         overall.waitingConflicts = waiting.conflicts.count
         overall.notApplied = notApplied
         overall.notAppliedCount = facts?.notAppliedCount ?? 0
@@ -172,7 +179,8 @@ extension Agent: ControlHandler {
             conflicts: waiting.conflicts.map(ConflictEntry.init),
             notApplied: NotAppliedSummary(count: facts?.notAppliedCount ?? 0, changes: notApplied),
             verify: verifySummary,
-            digest: digestSummary)
+            digest: digestSummary,
+            progress: ProgressSummary(upload: overall.progress?.summary, download: overall.download))
     }
 
     public func pause(root name: String?) async throws(ControlError) -> ControlAck {

@@ -75,6 +75,8 @@ public actor Agent {
     var nextPushID = 0
     /// The current run of sending (nil once nothing waits): what status says of a long push.
     var pushRun: PushProgress?
+    /// The current run of applying remote changes (nil once nothing waits): a first download's totals.
+    var pullRun: PullProgress?
     /// When systemd last heard of the run's progress (monotonic nanoseconds).
     var pushRunToldAt: Int64 = 0
     var finished: CheckedContinuation<ExitCode, Never>?

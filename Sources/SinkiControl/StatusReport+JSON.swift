@@ -18,6 +18,7 @@ extension StatusReport {
             ("notApplied", notApplied.json),
             ("verify", verify.json),
             ("digest", digest.json),
+            ("progress", progress.json),
         ])
     }
 
@@ -51,6 +52,7 @@ extension StatusReport {
         notApplied = fields.has("notApplied") ? try NotAppliedSummary(try fields.object("notApplied")) : NotAppliedSummary()
         verify = fields.has("verify") ? try VerifySummary(try fields.object("verify")) : VerifySummary()
         digest = fields.has("digest") ? try DigestSummary(try fields.object("digest")) : DigestSummary()
+        progress = fields.has("progress") ? try ProgressSummary(try fields.object("progress")) : ProgressSummary()
     }
 }
 

@@ -23,12 +23,14 @@ public struct StatusReport: Sendable, Equatable {
     public var verify: VerifySummary
     /// The checks of this agent's copy of the server's records against the server's digests.
     public var digest: DigestSummary
+    /// The current runs of sending and applying, for the whole of each.
+    public var progress: ProgressSummary
 
     public init(generatedAt: Int64, agent: AgentSummary, server: ServerSummary, roots: [RootStatus] = [],
                 pending: PendingSummary = PendingSummary(), remote: RemoteSummary = RemoteSummary(),
                 skipped: SkippedSummary = SkippedSummary(), ignored: Int = 0, transfers: [TransferStatus] = [],
                 conflicts: [ConflictEntry] = [], notApplied: NotAppliedSummary = NotAppliedSummary(),
-                verify: VerifySummary = VerifySummary(), digest: DigestSummary = DigestSummary()) {
+                verify: VerifySummary = VerifySummary(), digest: DigestSummary = DigestSummary(), progress: ProgressSummary = ProgressSummary()) {
         self.generatedAt = generatedAt
         self.agent = agent
         self.server = server
@@ -42,6 +44,7 @@ public struct StatusReport: Sendable, Equatable {
         self.notApplied = notApplied
         self.verify = verify
         self.digest = digest
+        self.progress = progress
     }
 }
 

@@ -12,7 +12,7 @@ public final class StateStore {
     /// what it read is still current, and the scheduler whether a round saw everything.
     public internal(set) var treeWrites = 0
 
-    static let schemaVersion = 11
+    static let schemaVersion = 12
 
     public init(path: String) throws {
         self.path = path
@@ -23,16 +23,20 @@ public final class StateStore {
     private func migrate() throws {
         let version = database.userVersion
         if version >= Self.schemaVersion { return }
-        if version > 0 && version < 10 {
-            // The release before the three trees: its tables are brought to schema 9 first, then
-            // turned into trees (`LegacySchema`), in one transaction.
-            try LegacySchema.upgrade(self, from: version)
-        } else if version == 10 {
-            try ModeSchema.upgrade(self)
+        if version > 0 {
+            if version < 10 {
+                // The release before the three trees: its tables are brought to schema 9 first, then
+                // turned into trees (`LegacySchema`), in one transaction.
+                try LegacySchema.upgrade(self, from: version)
+            } else if version == 10 {
+                try Schema12.addTotalsColumn(database)
+                try ModeSchema.upgrade(self)
+            }
+            try Schema12.upgrade(self)
         } else {
             try transaction {
                 try database.execute(Self.treeSchema + Self.sentSchema + Self.rootTotalsSchema + Self.tusUploadsSchema + Self.conflictsSchema
-                                     + Self.manifestsSchema + Self.remoteFoldersSchema + """
+                                     + Self.sharedConflictsSchema + Self.manifestsSchema + Self.remoteFoldersSchema + """
                     CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
                     """)
             }

@@ -68,4 +68,91 @@ import Testing
         }
         #expect(agent.errors.contains("this agent has none: give it one with --token-file FILE or [server] token-file"), "\(agent.errors)")
     }
+
+    /// Issue 25, item 7: a first download shows totals for the whole of it, as the upload side does
+    /// ("N of M applied (X of Y), rate, time left"), in JSON and in a real terminal's `status --watch`;
+    /// and no report says "up to date" while files are still coming (each report is read before the
+    /// folder is: files only come, so a folder short of them after an "up to date" is a lie).
+    @Test func aFirstDownloadShowsItsTotalsAndIsNeverUpToDateWhileFilesCome() async throws {
+        let cluster = Cluster("sinki-first-download")
+        try cluster.startServer()
+        var generator = SeededRandom(seed: 257)
+        var files: [String: Data] = [:]
+        for index in 0..<150 { files[String(format: "saves/slot-%03d.save", index)] = Data(generator.bytes(16 << 10)) }
+        for index in 0..<2 { files["videos/intro-\(index).mkv"] = Data(generator.bytes(2 << 20)) }
+        let total = files.values.reduce(0) { $0 + $1.count }
+        for (name, data) in files { try writeFile(cluster.root("a") + "/" + name, data) }
+        let sender = try cluster.startAgent("a")
+        try await waitUntil("a to send everything", timeout: 120) { sender.errors.contains("up to date with") }
+        _ = cluster.stopAgent("a")
+
+        // b comes new, slowed to 1 MiB/s so that the download lasts a few seconds.
+        let config = cluster.directory.child("slow.conf")
+        try writeFile(config, "[transfer]\nmax-rate = 1MiB/s\n")
+        let state = cluster.directory.child("b") + "/state"
+        try cluster.startAgent("b", extra: ["--config", config])
+        let terminal = try Terminal(cluster.directory, columns: 160, rows: 60, command: "\(sinkidExecutable()) status --watch --state \(state)")
+        defer { terminal.stop() }
+        func present() -> Int {
+            let found = FileManager.default.enumerator(atPath: cluster.root("b"))?.allObjects.compactMap { $0 as? String } ?? []
+            return found.filter { files[$0] != nil }.count
+        }
+        var totals: [JSONValue] = []
+        var drawn = false
+        try await waitUntil("b to bring every file", timeout: 120, interval: 0.1) {
+            let json = try statusJSON(cluster, "b")
+            let here = present()
+            if here < files.count {
+                #expect(json["agent"]?["state"] != .string("up-to-date"), "up to date with \(here) of \(files.count) files here: \(json)")
+                #expect(json["remote"]?["upToDate"] != .bool(true), "remote changes all applied with \(here) of \(files.count) files here")
+            }
+            if case .object? = json["progress"]?["download"] { totals.append(json["progress"]!["download"]!) }
+            let screen = try terminal.screen().joined(separator: "\n")
+            if screen.contains("remote change(s) to apply;") && screen.contains(" applied (") && screen.contains(" left") { drawn = true }
+            return here == files.count
+        }
+        #expect(drawn, "status --watch never drew the download's totals")
+        // Some report had the whole of it: part applied, the bytes of all, a pace and the time left.
+        let whole = totals.first { item in
+            guard case let .int(applied)? = item["applied"], case let .int(count)? = item["total"], case let .int(bytes)? = item["totalBytes"] else { return false }
+            return applied > 0 && applied < count && bytes >= Int64(total) && item["rate"] != .null && item["eta"] != .null
+        }
+        #expect(whole != nil, "no report gave the download's totals: \(totals.suffix(3))")
+        try await waitUntil("b to say up to date", timeout: 60) {
+            try statusJSON(cluster, "b")["agent"]?["state"] == .string("up-to-date")
+                && (try terminal.screen().contains { $0.hasPrefix("agent: up to date") })
+        }
+        #expect(try statusJSON(cluster, "b")["progress"]?["download"] == .null, "the run ends once nothing waits")
+    }
+
+    /// A state database of schema 11 upgrades in place: the bytes its Remote tree still has to bring
+    /// are counted once (`root_totals.remote_bytes`), and what comes afterwards keeps the count.
+    @Test func aStateOfSchemaElevenCountsWhatItHasToBring() async throws {
+        let cluster = Cluster("sinki-schema-twelve")
+        try cluster.startServer()
+        try cluster.startAgent("a")
+        try cluster.startAgent("b")
+        let state = cluster.directory.child("b") + "/state"
+        // b reads the feed but writes nothing of SaveGames while it is paused.
+        #expect(try sinkid(["pause", "SaveGames", "--state", state], in: cluster.directory).code == 0)
+        let sizes = [3000, 5000, 300_000]
+        for (index, size) in sizes.enumerated() { try writeFile(cluster.root("a") + "/file-\(index).bin", Data(randomData(size))) }
+        try await waitUntil("b to read the three files", timeout: 30) {
+            try statusJSON(cluster, "b")["progress"]?["download"]?["total"] == .int(3)
+        }
+        #expect(cluster.stopAgent("b") == 0)
+        try cluster.stateScript("b", """
+            DROP TRIGGER tree_counted_in; DROP TRIGGER tree_counted_out; DROP TRIGGER tree_counted_again;
+            ALTER TABLE root_totals DROP COLUMN remote_bytes; DROP TABLE shared_conflicts;
+            PRAGMA user_version = 11;
+            """)
+        let b = try cluster.startAgent("b")
+        try await waitUntil("b to count the bytes it has to bring", timeout: 30) {
+            try statusJSON(cluster, "b")["progress"]?["download"]?["totalBytes"] == .int(Int64(sizes.reduce(0, +)))
+        }
+        #expect(try sinkid(["resume", "SaveGames", "--state", state], in: cluster.directory).code == 0)
+        try await cluster.waitForConvergence("a", "b", timeout: 30) { $0.entries.count == 3 }
+        try await waitUntil("b up to date", timeout: 30) { try statusJSON(cluster, "b")["agent"]?["state"] == .string("up-to-date") }
+        #expect(!b.errors.contains("ERROR"), "\(b.errors.suffix(2000))")
+    }
 }
