@@ -87,9 +87,13 @@ extension Agent: ControlHandler {
         var facts: ReplicaStatus?
         var problem: String?
         var waiting: (conflicts: [WaitingConflict], held: Int) = ([], 0)
+        var listed: [ListedConflict] = []
+        var conflictRecords = 0
         do {
             facts = try await replica?.statusFacts(limit: PendingSummary.listed)
             waiting = try await replica?.waitingConflicts() ?? ([], 0)
+            listed = try await replica?.conflictList() ?? []
+            conflictRecords = try await replica?.sharedConflictsToSend() ?? 0
         } catch {
             facts = nil
             problem = "cannot read the state database: \(error)"
@@ -124,7 +128,8 @@ extension Agent: ControlHandler {
             overall.download = run.view(toApply: overall.toApply, toApplyBytes: facts?.toApplyBytes ?? 0,
                                         moving: movingDown.reduce(0) { $0 + $1.done }, now: Clock.monotonic())
         }
-        overall.waitingConflicts = waiting.conflicts.count
+        overall.waitingConflicts = listed.count
+        overall.conflictRecords = conflictRecords
         overall.notApplied = notApplied
         overall.notAppliedCount = facts?.notAppliedCount ?? 0
         overall.differing = verifySummary.differing.count
@@ -176,7 +181,7 @@ extension Agent: ControlHandler {
             ignored: facts?.ignoredCount ?? 0,
             transfers: transfers.statuses(),
             // Only the `ask` rule leaves conflicts for `resolve`; every other is settled when found.
-            conflicts: waiting.conflicts.map(ConflictEntry.init),
+            conflicts: listed.map(ConflictEntry.init),
             notApplied: NotAppliedSummary(count: facts?.notAppliedCount ?? 0, changes: notApplied),
             verify: verifySummary,
             digest: digestSummary,
@@ -284,7 +289,7 @@ extension Agent: ControlHandler {
 
     public func conflicts() async throws(ControlError) -> [ConflictEntry] {
         guard let replica else { throw ControlError(.unavailable, "the agent is not ready") }
-        do { return try await replica.waitingConflicts().conflicts.map(ConflictEntry.init) } catch {
+        do { return try await replica.conflictList().map(ConflictEntry.init) } catch {
             throw ControlError(.failed, "cannot read the conflicts: \(error)")
         }
     }
@@ -297,10 +302,17 @@ extension Agent: ControlHandler {
             throw ControlError(.failed, "cannot resolve \(quoted(path)): \(error)")
         }
         guard let result else {
+            // Found on another device: settled through the server.
+            let shared: SharedResolution?
+            do { shared = try await replica.sharedResolution(path) } catch {
+                throw ControlError(.failed, "cannot resolve \(quoted(path)): \(error)")
+            }
+            if let shared { return try await resolveShared(shared, keep: choice) }
             throw ControlError(.notFound, "no conflict waits at \(quoted(path)); only the ask rule leaves conflicts for resolve (sinkid conflicts lists them)")
         }
         publishApplied(result.applied)
         pumpSync()
+        pumpSharedConflicts()
         return ControlAck(result.message)
     }
 
@@ -317,6 +329,12 @@ extension ConflictEntry {
     /// A conflict as the state database keeps it, as the control socket lists it.
     public init(_ waiting: WaitingConflict) {
         self.init(path: waiting.path, remoteDevice: waiting.remote.device, detectedAt: waiting.detectedAt, local: waiting.local,
-                  remote: waiting.remote)
+                  remote: waiting.remote, foundBy: waiting.local.device, shared: waiting.sharedTag > 0)
+    }
+
+    /// A conflict found here or on another device, as this one lists it.
+    init(_ listed: ListedConflict) {
+        self.init(path: listed.path, remoteDevice: listed.remote.device, detectedAt: listed.detectedAt, local: listed.local, remote: listed.remote,
+                  foundBy: listed.foundBy, shared: listed.shared)
     }
 }

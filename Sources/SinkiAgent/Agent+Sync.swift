@@ -52,6 +52,8 @@ extension Agent {
             // for more: dropped here, its path waited for the next unrelated event (MergeRuleTests'
             // compare case, once in fifty: a merge's "keep local" never went up).
             if rounds.wanted { pumpSync() }
+            // What the rounds found (an ask conflict) or settled goes to the server for the other devices.
+            pumpSharedConflicts()
             finishIfIdle()
         }
         guard let replica else { return }

@@ -47,6 +47,10 @@ public actor Agent {
     /// Whether the server takes our token and how fast it lets us ask (`Agent+Access.swift`).
     var access = ServerAccess()
     var tokenWatchRunning = false
+    /// Conflict records being sent (`pumpSharedConflicts`); the agent stops once it ends.
+    var sharedConflictsTask: Task<Void, Never>?
+    /// Asked for while a run was under way: another follows.
+    var sharedConflictsWanted = false
     /// One push may go while the server is thought unreachable (`schedulePushProbe`).
     var pushProbe = false
     var pushProbeScheduled = false
@@ -163,12 +167,13 @@ public actor Agent {
         // (placing a chunk, hashing) finish before the process exits.
         for task in transfers.downloading.values { task.cancel() }
         for task in rounds.fetching.values { task.cancel() }
+        sharedConflictsTask?.cancel()
         finishIfIdle()
     }
 
     func finishIfIdle() {
         guard stopping, pushTasks.isEmpty, !rounds.running, transfers.uploads.isEmpty, rounds.fetching.isEmpty,
-              merge.settling.isEmpty, let finished else { return }
+              merge.settling.isEmpty, sharedConflictsTask == nil, let finished else { return }
         self.finished = nil
         finished.resume(returning: exitCode)
     }
@@ -338,6 +343,7 @@ public actor Agent {
         if wasLost {
             endRetryWaits()
             pumpSync()
+            pumpSharedConflicts()
         }
     }
 

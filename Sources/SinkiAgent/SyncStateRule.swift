@@ -24,6 +24,8 @@ struct SyncStateFacts: Sendable {
     var progress: PushProgressView?
     var refused = 0
     var waitingConflicts = 0
+    /// Records of conflicts found or settled here that the server has not heard of yet.
+    var conflictRecords = 0
     /// Remote changes whose write failed here (the listed ones tell their causes).
     var notApplied: [NotAppliedChange] = []
     var notAppliedCount = 0
@@ -91,6 +93,7 @@ enum SyncStateRule {
             return (.syncing, "\(facts.transfersRunning) file(s) moving" + (facts.download.map { "; " + $0.words } ?? ""))
         }
         if facts.inFlight > 0 { return (.syncing, "\(facts.inFlight) change(s) under way") }
+        if facts.conflictRecords > 0 { return (.syncing, "\(facts.conflictRecords) conflict(s) found or settled here to tell the other devices of") }
         if facts.verifying { return (.syncing, "comparing with the server again after repairs") }
         if facts.checking { return (.syncing, "checking this agent's copy against the server") }
         var notes: [String] = []

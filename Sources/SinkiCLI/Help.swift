@@ -175,7 +175,8 @@ enum Help {
         usage: sinkid conflicts [--state DIR] [--json]
 
         Lists the conflicts the ask merge rule left for sinkid resolve, with both versions and where
-        the agent kept a copy of each. Every other rule settles a conflict when it is found.
+        the agent kept a copy of each: those found here, and those other devices of the user found (the
+        server keeps them for every device). Every other rule settles a conflict when it is found.
 
         options:
         \(stateOption)
@@ -186,9 +187,11 @@ enum Help {
     static let resolve = """
         usage: sinkid resolve PATH --keep local|remote|both [--state DIR] [--json]
 
-        Settles the conflict at PATH (a record path from sinkid conflicts): local sends the file as
-        it is now over the other version, remote writes the other version at PATH, both keeps the
-        local file as a conflict copy and writes the other version at PATH.
+        Settles the conflict at PATH (a record path from sinkid conflicts), here or one another device
+        found: local keeps the file as it is here over the other version, remote takes the other
+        version at PATH, both keeps the two: the version the server holds at PATH, the one held back
+        by the device that found the conflict beside it as a conflict copy. Every device stops
+        listing it, and every device ends with the same files.
 
         options:
           --keep SIDE          local, remote, or both

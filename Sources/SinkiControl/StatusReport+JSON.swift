@@ -162,12 +162,16 @@ extension ConflictEntry {
     /// As `conflicts` and status list it.
     public var json: JSONValue {
         .object([("path", .string(path)), ("remoteDevice", .string(remoteDevice)), ("detectedAt", .time(detectedAt)),
-                 ("local", local.json), ("remote", remote.json)])
+                 ("local", local.json), ("remote", remote.json), ("foundBy", .string(foundBy)), ("shared", .bool(shared))])
     }
 
     init(_ fields: JSONFields) throws(ControlError) {
+        let local = try ConflictVersion(fields.object("local"))
+        // Members added later: an older agent leaves them out.
         self.init(path: try fields.string("path"), remoteDevice: try fields.string("remoteDevice"), detectedAt: try fields.time("detectedAt"),
-                  local: try ConflictVersion(fields.object("local")), remote: try ConflictVersion(fields.object("remote")))
+                  local: local, remote: try ConflictVersion(fields.object("remote")),
+                  foundBy: fields.has("foundBy") ? try fields.string("foundBy") : local.device,
+                  shared: fields.has("shared") ? try fields.bool("shared") : false)
     }
 
     /// Reads the result of `conflicts`: `{"conflicts": […]}`.

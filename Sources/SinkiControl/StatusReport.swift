@@ -275,13 +275,20 @@ public struct ConflictEntry: Sendable, Equatable {
     public var local: ConflictVersion
     /// The other device's (the latest, if more came while it waited).
     public var remote: ConflictVersion
+    /// The device that found the conflict and keeps both versions aside (this one, or another).
+    public var foundBy: String
+    /// Recorded on the server: every device of the user lists it and may settle it.
+    public var shared: Bool
 
-    public init(path: String, remoteDevice: String, detectedAt: Int64, local: ConflictVersion? = nil, remote: ConflictVersion? = nil) {
+    public init(path: String, remoteDevice: String, detectedAt: Int64, local: ConflictVersion? = nil, remote: ConflictVersion? = nil,
+                foundBy: String? = nil, shared: Bool = false) {
         self.path = path
         self.remoteDevice = remoteDevice
         self.detectedAt = detectedAt
         self.local = local ?? ConflictVersion(device: "")
         self.remote = remote ?? ConflictVersion(device: remoteDevice)
+        self.foundBy = foundBy ?? self.local.device
+        self.shared = shared
     }
 }
 
