@@ -241,6 +241,11 @@ _leftovers = []
 
 
 def _remove_leftovers():
+    # SINKI_BENCH_KEEP=1 keeps the scratch folders (the agents' logs, for a timeline) and says where.
+    if os.environ.get("SINKI_BENCH_KEEP"):
+        for path in _leftovers:
+            print(f"kept {path}", file=sys.stderr)
+        return
     for path in _leftovers:
         shutil.rmtree(path, ignore_errors=True)
 

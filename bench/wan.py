@@ -129,7 +129,7 @@ class SinkiWan:
                 os.makedirs(root, exist_ok=True)
                 self.roots[name] = root
                 self.agents[name] = h.Proc([h.sinkid(), "--root", root, "--server", f"http://127.0.0.1:{self.link.ports[name]}",
-                                            "--state", scratch(name, "state"), "--device", name, "--log-level", "info",
+                                            "--state", scratch(name, "state"), "--device", name, "--log-level", os.environ.get("SINKI_BENCH_LOG", "info"),
                                             "--token-file", h.token_file(scratch, data, name)], scratch(f"agent-{name}.log"))
             for agent in self.agents.values():
                 agent.wait_for(r"up to date with", timeout=120)

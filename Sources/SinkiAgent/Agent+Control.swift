@@ -202,6 +202,7 @@ extension Agent: ControlHandler {
         pullTask?.cancel()
         endRetryWaits()
         cancelUploads()
+        cancelPrefetches()
         logger.info("paused (sinkid pause): nothing is sent or applied until sinkid resume, also after a restart")
         control.notifier?.status(serviceStatus)
         return ControlAck("paused: local changes are still noted, but nothing is sent or applied until sinkid resume (also after a restart)")

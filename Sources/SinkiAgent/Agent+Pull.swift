@@ -45,6 +45,8 @@ extension Agent {
                     page = try await feedPage(after: try await replica.feedToken(server: feedKey))
                 }
                 connected()
+                if let news = page.inflight { takeInFlight(news) }
+                recordsArrived(page.records)
                 if !page.records.isEmpty { digests.matched = false }
                 if page.more {
                     let token = page.token
@@ -134,6 +136,7 @@ extension Agent {
         if await replica.isSettled {
             // Another call may have said it while this one waited for the replica.
             guard !saidUpToDate else { return }
+            dropEndedPrefetches()
             saidUpToDate = true
             if let run = pushRun, run.sent > 0 {
                 let seconds = Double(Clock.monotonic() - run.startedAt) / 1e9
@@ -153,6 +156,6 @@ extension Agent {
     /// The catch-up page after `token`, asked for without waiting.
     private func page(after token: String) async throws -> RecordPage {
         guard let client else { throw CancellationError() }
-        return try await client.changes(since: token, wait: 0, limit: 1000)
+        return try await client.changes(since: token, wait: 0, limit: 1000, inflight: prefetch.position)
     }
 }

@@ -34,7 +34,7 @@ extension Agent {
         // without waiting, that page comes at once.
         let wait = caughtUp && reachable == true && !feed.askNow && !digests.recheck ? configuration.pollWaitSeconds : 0
         feed.askNow = false
-        guard wait > 0 else { return try await client.changes(since: token, wait: 0, limit: 1000) }
+        guard wait > 0 else { return try await client.changes(since: token, wait: 0, limit: 1000, inflight: prefetch.position) }
         let id = feed.nextID
         feed.nextID += 1
         feed.parked = (id, Clock.monotonic())
@@ -43,7 +43,7 @@ extension Agent {
             feed.echoTimer?.stop()
             feed.echoTimer = nil
         }
-        return try await client.changes(since: token, wait: wait, limit: 1000)
+        return try await client.changes(since: token, wait: wait, limit: 1000, inflight: prefetch.position)
     }
 
     /// Sleeps the next backoff delay before the feed tries the server again. Ends early when another

@@ -63,10 +63,13 @@ extension Agent {
         }
         transfers.moving[key] = TransferBook.Moving(direction: .upload, total: source.size)
         do {
-            let sent = try await ChunkSender(tus: tus, sync: sync, replica: replica, source: source, width: max(1, configuration.transfer.parallel),
-                                             progress: { [unowned self] read, new in
-                                                 self.assumeIsolated { $0.transfers.progress(key, done: read, new: new) }
-                                             }).run()
+            var sender = ChunkSender(tus: tus, sync: sync, replica: replica, source: source, width: max(1, configuration.transfer.parallel),
+                                     progress: { [unowned self] read, new in
+                                         self.assumeIsolated { $0.transfers.progress(key, done: read, new: new) }
+                                     })
+            // A repair sends chunks of a file already synced: nobody waits for it.
+            if !repair { sender.announcer = InFlightAnnouncer(sync: sync, path: path, size: source.size) }
+            let sent = try await sender.run()
             connected()
             let resumed = source.resume.map { " (resumed at byte \($0.offset))" } ?? ""
             logger.info("uploaded \(quoted(path)): \(source.size) bytes in \(sent.chunks) chunk(s), \(sent.bytes) sent now\(resumed)")
@@ -170,6 +173,8 @@ extension Agent {
         if let problem = ContentID.manifestProblem(chunks.map { ($0.sha256, $0.size) }, size: asset.size, hash: asset.sha256) {
             return ApplyFailure(.invalid, "the manifest of \(quoted(fetch.path)) is not valid: \(problem)")
         }
+        // What was fetched while the sender sent it becomes this download's first chunks.
+        _ = await adoptPrefetch(fetch.path, chunks: chunks, id: asset.sha256)
         transfers.moving[key] = TransferBook.Moving(direction: .download, total: asset.size)
         defer { transfers.moving[key] = nil }
         do {
@@ -187,7 +192,7 @@ extension Agent {
             var seen = Set<String>()
             for index in assembler.missing where seen.insert(chunks[index].sha256).inserted { names.append(chunks[index].sha256) }
             var received: Int64 = 0
-            let outcome = try await ChunkFetcher(sync: sync, assembler: assembler, width: max(1, configuration.transfer.parallel))
+            let outcome = try await ChunkFetcher(sync: sync, sink: assembler, width: max(1, configuration.transfer.parallel))
                 .run(names) { bytes in
                     received += bytes
                     transfers.progress(key, done: assembler.bytesInPlace, new: received)

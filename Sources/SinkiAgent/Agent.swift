@@ -103,6 +103,8 @@ public actor Agent {
     var control = AgentControl()
     /// Large files moving through tus (Agent+Transfers.swift).
     var transfers = TransferBook()
+    /// Files in flight elsewhere, fetched ahead of their records (`Agent+Prefetch`).
+    var prefetch = PrefetchBook()
     /// Merge rules, the engine and observers (Agent+Merge.swift).
     var merge: AgentMerge
     /// When paths whose operation failed are planned again (Agent+Retry.swift).
@@ -168,12 +170,13 @@ public actor Agent {
         for task in transfers.downloading.values { task.cancel() }
         for task in rounds.fetching.values { task.cancel() }
         sharedConflictsTask?.cancel()
+        cancelPrefetches()
         finishIfIdle()
     }
 
     func finishIfIdle() {
         guard stopping, pushTasks.isEmpty, !rounds.running, transfers.uploads.isEmpty, rounds.fetching.isEmpty,
-              merge.settling.isEmpty, sharedConflictsTask == nil, let finished else { return }
+              merge.settling.isEmpty, prefetch.isIdle, sharedConflictsTask == nil, let finished else { return }
         self.finished = nil
         finished.resume(returning: exitCode)
     }
@@ -280,6 +283,7 @@ public actor Agent {
     private func start() async {
         guard let replica else { return }
         await openMergeState()
+        PrefetchFile.clear(prefetchDirectory)
         do {
             try await replica.bindServer(feedKey)
             uncleanStart = try await replica.markRunning()

@@ -4,13 +4,13 @@ import SinkiState
 import SinkiSupport
 import SinkiTransfer
 
-/// Downloads the chunks a new version lacks, `width` at once, each checked against its name and
-/// placed by the assembler off the loop. A chunk whose bytes do not match its name twice is reported
+/// Downloads the chunks a new version lacks (or a file in flight announced), `width` at once, each
+/// checked against its name and placed by its sink off the loop. A chunk whose bytes do not match its name twice is reported
 /// to the server as damaged (it removes it if so) and the download fails with why: it is tried again
 /// later, never used.
 struct ChunkFetcher {
     let sync: SyncClient
-    let assembler: ChunkAssembler
+    let sink: any ChunkSink
     let width: Int
 
     struct Outcome {
@@ -24,14 +24,14 @@ struct ChunkFetcher {
     func run(_ names: [String], received: (Int64) -> Void, isolation: isolated (any Actor)? = #isolation) async throws -> Outcome {
         if names.isEmpty { return Outcome() }
         let bound = LoopBound(sync, loop: sync.http.loop)
-        let assembler = self.assembler
+        let sink = self.sink
         var failure: ApplyFailure?
         try await withThrowingTaskGroup(of: (String, Result<Int64, ApplyFailure>).self) { group in
             var next = 0
             func start() {
                 let name = names[next]
                 next += 1
-                group.addTask { [isolation] in (name, try await Self.fetch(bound, name, into: assembler, isolation: isolation)) }
+                group.addTask { [isolation] in (name, try await Self.fetch(bound, name, into: sink, isolation: isolation)) }
             }
             while next < min(width, names.count) { start() }
             while let (_, result) = try await group.next() {
@@ -46,7 +46,7 @@ struct ChunkFetcher {
     }
 
     /// One chunk: fetched, checked and placed; a second try if the bytes were wrong, then a report.
-    private static func fetch(_ client: LoopBound<SyncClient>, _ name: String, into assembler: ChunkAssembler,
+    private static func fetch(_ client: LoopBound<SyncClient>, _ name: String, into sink: any ChunkSink,
                               isolation: isolated (any Actor)?) async throws -> Result<Int64, ApplyFailure> {
         for _ in 0..<2 {
             let answer: Result<[UInt8], SyncError>
@@ -57,7 +57,7 @@ struct ChunkFetcher {
             case let .failure(error):
                 throw error
             case let .success(bytes):
-                if try await Blocking.run({ try assembler.place(bytes, name: name) }) { return .success(Int64(bytes.count)) }
+                if try await Blocking.run({ try sink.place(bytes, name: name) }) { return .success(Int64(bytes.count)) }
             }
         }
         let removed = (try? await client.value.reportDamagedChunk(name)) ?? false

@@ -17,6 +17,8 @@ struct ChunkSender {
     let width: Int
     /// Bytes of the file read so far, and of them sent as new chunks.
     let progress: (Int64, Int64) -> Void
+    /// Tells the server each batch's chunks once they are there, for receivers to fetch meanwhile.
+    var announcer: InFlightAnnouncer?
 
     /// About this much of the file per batch: one missing-chunks request each. Two batches are in memory
     /// at once (one sent while the next is read), with the copies the transfer makes.
@@ -40,13 +42,28 @@ struct ChunkSender {
         // batch, read whole, and hashed whole too (it costs nothing at that size).
         let whole = ContentID.isManifest(size: source.size) ? nil : Digest(.sha256)
         progress(read, 0)
-        var reading = Task { try await Blocking.run { try reader.next(maxBytes: Self.batchBytes) } }
-        defer { reading.cancel() }
+        let sync = self.sync
+        // The next batch is read, and the server asked which of its chunks it lacks, while this one
+        // travels: no round trip of its own between two batches. (A chunk in both may go twice.)
+        func lookAhead() -> Task<(batch: [ChunkPayload], lacking: Set<String>), any Error> {
+            Task {
+                _ = isolation
+                let batch = try await Blocking.run { try reader.next(maxBytes: Self.batchBytes) }
+                if batch.isEmpty { return (batch, []) }
+                return (batch, Set(try await sync.missingChunks(batch.map(\.ref.sha256))))
+            }
+        }
+        var ahead = lookAhead()
+        defer { ahead.cancel() }
+        // A file of one batch gains nothing from being announced: its record follows at once.
+        let announcer = source.size > Int64(Self.batchBytes) ? self.announcer : nil
+        var finished = false
+        defer { if !finished { announcer?.abandon() } }
+        announcer?.add(chunks)
         while true {
-            let batch = try await reading.value
+            let (batch, lacking) = try await ahead.value
             if batch.isEmpty { break }
-            reading = Task { try await Blocking.run { try reader.next(maxBytes: Self.batchBytes) } }
-            let lacking = Set(try await sync.missingChunks(batch.map(\.ref.sha256)))
+            ahead = lookAhead()
             // A chunk twice in one batch (runs of zeros) goes once.
             var named = Set<String>()
             var toSend = batch.filter { lacking.contains($0.ref.sha256) && named.insert($0.ref.sha256).inserted }
@@ -54,10 +71,25 @@ struct ChunkSender {
                 let unchecked = toSend
                 toSend = try await Blocking.run { ChunkFileReader.withChecksums(unchecked) }
             }
+            // Each chunk is announced once it and every chunk before it are on the server.
+            var onServer = Set(batch.map(\.ref.sha256).filter { !lacking.contains($0) })
+            var announced = 0
+            func announceReady() {
+                guard let announcer else { return }
+                var end = announced
+                while end < batch.count && onServer.contains(batch[end].ref.sha256) { end += 1 }
+                guard end > announced else { return }
+                announcer.add(batch[announced..<end].map(\.ref))
+                announced = end
+            }
+            announceReady()
             var sentNow = newBytes
-            newBytes += try await tus.uploadChunks(toSend, width: width, sent: { bytes in
+            let sending = toSend
+            newBytes += try await tus.uploadChunks(toSend, width: width, sent: { index, bytes in
                 sentNow += bytes
                 progress(read, sentNow)
+                onServer.insert(sending[index].ref.sha256)
+                announceReady()
             })
             chunks += batch.map(\.ref)
             if let whole { for piece in batch { whole.update(piece.bytes) } }
@@ -73,6 +105,8 @@ struct ChunkSender {
         guard let manifest = ContentID.manifestHash(hex: chunks.map { ($0.sha256, $0.size) }) else {
             throw UploadSuperseded(path: source.path)
         }
+        await announcer?.settle()
+        finished = true
         let waits = try await replica.uploadFinished(source, chunks: chunks, manifest: manifest, content: whole?.finishHex())
         return Outcome(chunks: chunks.count, bytes: newBytes, recordWaits: waits)
     }

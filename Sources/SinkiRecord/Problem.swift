@@ -93,6 +93,7 @@ public struct ProblemKind: Sendable, Equatable {
     public static let moveSourceGone = ProblemKind(code: "move-source-gone", title: "A move's source record is gone or holds other content; send the content", status: 409)
     public static let chunksMissing = ProblemKind(code: "chunks-missing", title: "The manifest names chunks the server does not hold; upload them", status: 409)
     public static let chunkIntact = ProblemKind(code: "chunk-intact", title: "The chunk's bytes match its name; it was kept", status: 409)
+    public static let inflightGap = ProblemKind(code: "inflight-gap", title: "The announcement does not follow the session's chunks; announce from index 0", status: 409)
     // tus (docs/protocol.md, "Uploads"):
     public static let uploadFinal = ProblemKind(code: "upload-final", title: "A final (concatenated) upload takes no PATCH", status: 403)
     public static let offsetMismatch = ProblemKind(code: "offset-mismatch", title: "Upload-Offset is not where the upload stands", status: 409)

@@ -23,16 +23,8 @@ extension Record {
             writer.field("size", asset.size)
             writer.field("sha256", asset.sha256)
             if let chunks = asset.chunks {
-                // Pairs, not objects: a 1 GiB file has about a thousand of them.
                 writer.key("chunks")
-                writer.beginArray()
-                for chunk in chunks {
-                    writer.beginArray()
-                    writer.string(chunk.sha256)
-                    writer.int(chunk.size)
-                    writer.endArray()
-                }
-                writer.endArray()
+                ChunkRef.write(chunks, to: &writer, field: "asset.chunks")
             }
             writer.endObject()
         }
@@ -67,22 +59,7 @@ extension Record {
                     case "sha256": asset.sha256 = try reader.readString()
                     case "chunks":
                         if reader.readNull() { asset.chunks = nil; return }
-                        var chunks: [ChunkRef] = []
-                        try reader.readArray { reader in
-                            var chunk = ChunkRef(sha256: "", size: -1)
-                            var index = 0
-                            try reader.readArray { reader in
-                                switch index {
-                                case 0: chunk.sha256 = try reader.readString()
-                                case 1: chunk.size = try reader.readInt64()
-                                default: throw RecordFieldError(field: "asset.chunks", message: "each chunk is [sha256, size]")
-                                }
-                                index += 1
-                            }
-                            guard index == 2 else { throw RecordFieldError(field: "asset.chunks", message: "each chunk is [sha256, size]") }
-                            chunks.append(chunk)
-                        }
-                        asset.chunks = chunks
+                        asset.chunks = try ChunkRef.readList(from: &reader, field: "asset.chunks")
                     default: try reader.skipValue()
                     }
                 }

@@ -14,6 +14,8 @@ public enum Routes {
     public static let missingChunks = "/v1/chunks/missing"
     /// A folder's digests, for checking that a copy of the records equals the server's (`GET`).
     public static let digests = "/v1/digests"
+    /// The chunks of a large file being sent now, before its record (`POST`).
+    public static let inflight = "/v1/inflight"
     /// Minting a narrower token (`POST`).
     public static let tokens = "/v1/tokens"
 }

@@ -128,12 +128,15 @@ public struct RecordPage: Sendable, Equatable {
     /// On a look-up: the oldest change token the feed still takes (tombstones below it may have been
     /// purged); nil on the change feed.
     public var floor: Int64?
+    /// On the change feed asked with `inflight=N`: files other devices are sending now.
+    public var inflight: InFlightNews?
 
-    public init(records: [Record], token: String, more: Bool, floor: Int64? = nil) {
+    public init(records: [Record], token: String, more: Bool, floor: Int64? = nil, inflight: InFlightNews? = nil) {
         self.records = records
         self.token = token
         self.more = more
         self.floor = floor
+        self.inflight = inflight
     }
 
     public var jsonBytes: [UInt8] {
@@ -146,6 +149,10 @@ public struct RecordPage: Sendable, Equatable {
         writer.field("token", token)
         writer.field("more", more)
         if let floor { writer.field("floor", floor) }
+        if let inflight {
+            writer.key("inflight")
+            inflight.write(to: &writer)
+        }
         writer.endObject()
         return writer.bytes
     }
@@ -159,6 +166,7 @@ public struct RecordPage: Sendable, Equatable {
             case "token": page.token = try reader.readString()
             case "more": page.more = try reader.readBool()
             case "floor": page.floor = try reader.readInt64()
+            case "inflight": page.inflight = try InFlightNews.read(from: &reader)
             default: try reader.skipValue()
             }
         }

@@ -190,8 +190,10 @@ public final class SyncServer: Sendable {
             var limits = configuration.limits
             // Behind a proxy every connection comes from it: a cap per address would cap everyone.
             if configuration.behindProxy { limits.maxConnectionsPerAddress = 0 }
-            router.add("POST", Routes.modify, ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads, chunks: chunks))
-            router.add("GET", Routes.changes, ChangesRoute(store: store, limits: limits))
+            let inflight = InFlightBoard()
+            router.add("POST", Routes.modify, ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads, chunks: chunks, inflight: inflight))
+            router.add("GET", Routes.changes, ChangesRoute(store: store, limits: limits, inflight: inflight))
+            router.add("POST", Routes.inflight, InFlightRoute(board: inflight, hub: hub))
             router.add("GET", Routes.records, LookupRoute(store: store, limits: limits))
             router.add("GET", Routes.digests, DigestRoute(store: store))
             let revocations = Revocations(hub: hub)

@@ -85,10 +85,14 @@ public final class SyncClient {
         return try await parse(response, isolation: isolation) { try ModifyResponse.parse($0) }
     }
 
-    /// One page of the change feed; waits up to `wait` seconds on the server when nothing is new.
-    public func changes(since position: String?, wait: Int, limit: Int, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> RecordPage {
+    /// One page of the change feed; waits up to `wait` seconds on the server when nothing is new. With
+    /// `inflight` (a position in the in-flight news, 0 at first), the page also tells of the files other
+    /// devices are sending now, and a long-poll answers as soon as there is such news.
+    public func changes(since position: String?, wait: Int, limit: Int, inflight: Int64? = nil,
+                        isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> RecordPage {
         var path = Routes.changes + "?limit=\(limit)&wait=\(wait)&omitDataFrom=" + Self.escape(device)
         if let position, !position.isEmpty { path += "&since=" + Self.escape(position) }
+        if let inflight { path += "&inflight=\(inflight)" }
         // The server answers a long-poll by `wait`: one still silent a little after is on a dead connection.
         let request = request("GET", path, timeout: wait == 0 ? 300 : Double(wait) + Self.longPollMargin)
         let response = try await send(request, isolation: isolation)
@@ -130,6 +134,15 @@ public final class SyncClient {
         request.body = .bytes(MissingChunksRequest(chunks: chunks).jsonBytes)
         let response = try await send(request, isolation: isolation)
         return try await parse(response, isolation: isolation) { try MissingChunksResponse.parse($0).missing }
+    }
+
+    /// Tells the server which chunks of a large file this device has uploaded so far (docs/protocol.md,
+    /// "Files in flight"), so that other devices fetch them while the rest is sent.
+    public func announce(_ announcement: InFlightAnnouncement, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) {
+        var request = request("POST", Routes.inflight, timeout: 60)
+        request.headers.append(("Content-Type", "application/json"))
+        request.body = .bytes(announcement.jsonBytes)
+        _ = try await send(request, isolation: isolation)
     }
 
     /// A chunk's bytes as the server holds them (checked by the caller against the name).

@@ -63,32 +63,32 @@ extension TusClient {
     }
 
     /// Sends `chunks`, up to `width` at once (sharing `[transfer] max-rate`); `sent` hears of each
-    /// chunk's bytes as it is done. Returns the bytes sent in all.
-    public func uploadChunks(_ chunks: [ChunkPayload], width: Int, sent: ((Int64) -> Void)? = nil,
+    /// chunk as it is done (its index in `chunks`, the bytes sent for it). Returns the bytes sent in all.
+    public func uploadChunks(_ chunks: [ChunkPayload], width: Int, sent: ((_ index: Int, _ bytes: Int64) -> Void)? = nil,
                              isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> Int64 {
         if chunks.count <= 1 || width <= 1 {
             var total: Int64 = 0
-            for chunk in chunks {
+            for (index, chunk) in chunks.enumerated() {
                 let bytes = try await uploadChunk(chunk)
                 total += bytes
-                sent?(bytes)
+                sent?(index, bytes)
             }
             return total
         }
         let bound = LoopBound(self, loop: http.loop)
         var total: Int64 = 0
         do {
-            try await withThrowingTaskGroup(of: Int64.self) { group in
+            try await withThrowingTaskGroup(of: (Int, Int64).self) { group in
                 var next = 0
                 func start() {
-                    let chunk = chunks[next]
+                    let index = next, chunk = chunks[index]
                     next += 1
-                    group.addTask { [isolation] in try await Self.sendChunk(bound, chunk, isolation: isolation) }
+                    group.addTask { [isolation] in (index, try await Self.sendChunk(bound, chunk, isolation: isolation)) }
                 }
                 while next < min(width, chunks.count) { start() }
-                while let bytes = try await group.next() {
+                while let (index, bytes) = try await group.next() {
                     total += bytes
-                    sent?(bytes)
+                    sent?(index, bytes)
                     if next < chunks.count { start() }
                 }
             }

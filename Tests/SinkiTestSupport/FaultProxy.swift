@@ -91,6 +91,7 @@ public final class FaultProxy: @unchecked Sendable {
     private let countedDown = Atomic<Int>(0)
     /// Bytes a second each connection forwards toward the agent at most (0: no limit).
     private let downRate = Atomic<Int>(0)
+    private let upRate = Atomic<Int>(0)
     private let stopping = Atomic<Bool>(false)
     private let threads = DispatchGroup()
     private let state: Mutex<State>
@@ -173,6 +174,9 @@ public final class FaultProxy: @unchecked Sendable {
     /// From now on each connection forwards at most `bytesPerSecond` toward the agent (0: no limit): a
     /// slow link, for a download that must still be under way when something else happens.
     public func limitDown(bytesPerSecond: Int) { downRate.store(bytesPerSecond, ordering: .sequentiallyConsistent) }
+
+    /// Paces what each connection sends toward the server to about `bytesPerSecond` (0: no limit).
+    public func limitUp(bytesPerSecond: Int) { upRate.store(bytesPerSecond, ordering: .sequentiallyConsistent) }
 
     /// Forwards new connections to `port` (a server restarted elsewhere).
     public func retarget(_ port: Int) { target.store(port, ordering: .sequentiallyConsistent) }
@@ -339,6 +343,8 @@ public final class FaultProxy: @unchecked Sendable {
                 forwarded[side] += got
                 if side == 0 {
                     countedUp.wrappingAdd(got, ordering: .sequentiallyConsistent)
+                    let rate = upRate.load(ordering: .sequentiallyConsistent)
+                    if rate > 0 { usleep(UInt32(min(1.0, Double(got) / Double(rate)) * 1e6)) }
                 } else {
                     countedDown.wrappingAdd(got, ordering: .sequentiallyConsistent)
                     let rate = downRate.load(ordering: .sequentiallyConsistent)

@@ -73,6 +73,12 @@ struct ModifyValidator: Sendable {
 
     /// Longest `device` name taken, in bytes.
     static let maxDeviceBytes = 128
+    /// Whether a device name may travel to the user's other devices.
+    static func isDeviceName(_ device: String) -> Bool {
+        device.utf8.count <= maxDeviceBytes
+            && !device.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "\u{2028}" || $0 == "\u{2029}" })
+    }
+
     /// Longest `type` taken, in bytes.
     static let maxTypeBytes = 64
 
@@ -80,9 +86,7 @@ struct ModifyValidator: Sendable {
     /// rules: a device name is bounded and holds no control character (a newline in it split the
     /// receiver's log lines), a type is a short word (`keep-both`, `json`), never a path.
     static func fieldProblem(_ record: Record) -> Problem? {
-        let device = record.device
-        if device.utf8.count > maxDeviceBytes
-            || device.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "\u{2028}" || $0 == "\u{2029}" }) {
+        if !isDeviceName(record.device) {
             var problem = Problem(.badRequest, detail: "record \(quoted(record.path)): device must be at most \(maxDeviceBytes) bytes, "
                                   + "without control characters")
             problem.field = "device"

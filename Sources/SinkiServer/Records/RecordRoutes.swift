@@ -8,6 +8,8 @@ struct ModifyRoute: Route {
     let limits: ServerLimits
     let uploads: UploadStore
     let chunks: ChunkStore
+    /// Files in flight: a save at a path ends the session sending it.
+    let inflight: InFlightBoard
 
     func begin(_ request: Request) throws -> BodyPolicy {
         try request.requireWritable()
@@ -64,6 +66,7 @@ struct ModifyRoute: Route {
             case let .saved(record):
                 results[index] = ModifyResult(path: record.path, status: .saved, record: record)
                 savedAny = true
+                inflight.end(user: user, path: record.path)
             case let .conflict(record):
                 results[index] = ModifyResult(path: record.path, status: .conflict, record: record)
             case var .refused(problem):
@@ -112,11 +115,13 @@ struct ModifyRoute: Route {
     }
 }
 
-/// `GET /v1/changes?since=TOKEN&wait=SECONDS&limit=N&omitDataFrom=DEVICE`: the change feed, long-polling
-/// when nothing is new.
+/// `GET /v1/changes?since=TOKEN&wait=SECONDS&limit=N&omitDataFrom=DEVICE&inflight=N`: the change feed,
+/// long-polling when nothing is new. With `inflight`, the answer also carries the files other devices
+/// are sending now, announced after that position (and a long-poll answers as soon as there are some).
 struct ChangesRoute: Route {
     let store: any RecordStore
     let limits: ServerLimits
+    let inflight: InFlightBoard
 
     func respond(to request: Request) throws -> Reply {
         let since = try ChangeToken.parse(try request.query("since"), storeID: store.storeID)
@@ -136,23 +141,35 @@ struct ChangesRoute: Route {
         let prefix = request.scopePrefix
         // A writer already has the content of its own records: the feed it reads leaves it out.
         let omitDataFrom = try request.query("omitDataFrom").flatMap { $0.isEmpty ? nil : $0 }
-        func page(_ batch: ChangeBatch) -> Response {
+        let inflightAfter = try request.query("inflight").map { text throws(Problem) -> Int64 in
+            guard let value = Int64(text), value >= 0 else {
+                throw Problem(.badRequest, detail: "inflight must be a position of 0 or more, not \(quoted(text))", field: "inflight")
+            }
+            return value
+        }
+        // Its own files are no news to a device: named as its records name it (agents may share a token).
+        let board = inflight, device = omitDataFrom ?? request.identity.device
+        func news() -> InFlightNews? {
+            inflightAfter.flatMap { board.news(user: user, after: $0, reader: device, within: prefix) }
+        }
+        func page(_ batch: ChangeBatch, _ news: InFlightNews?) -> Response {
             let token = ChangeToken(storeID: since.storeID, tag: batch.lastTag)
             var records = batch.records
             if let omitDataFrom {
                 for index in records.indices where records[index].device == omitDataFrom { records[index].data = nil }
             }
-            return .json(RecordPage(records: records, token: token.text, more: batch.more).jsonBytes)
+            return .json(RecordPage(records: records, token: token.text, more: batch.more, inflight: news).jsonBytes)
         }
-        let empty = page(ChangeBatch(records: [], lastTag: since.tag, more: false))
-        guard wait > 0 else { return .response(page(try store.changes(user: user, after: since.tag, limit: limit, within: prefix))) }
+        let empty = ChangeBatch(records: [], lastTag: since.tag, more: false)
+        guard wait > 0 else { return .response(page(try store.changes(user: user, after: since.tag, limit: limit, within: prefix), news())) }
         return .longPoll(LongPoll(
             user: user, token: request.identity.tokenID, deadline: Clock.monotonic() + Int64(wait) * 1_000_000_000,
             poll: {
+                let news = news()
                 let batch = try store.changes(user: user, after: since.tag, limit: limit, within: prefix)
-                return batch.records.isEmpty ? nil : page(batch)
+                return batch.records.isEmpty && news == nil ? nil : page(batch, news)
             },
-            expire: { empty }))
+            expire: { page(empty, news()) }))
     }
 }
 

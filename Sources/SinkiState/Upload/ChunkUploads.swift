@@ -186,6 +186,12 @@ extension Replica {
         return nil
     }
 
+    /// Which of the chunks named some file here holds (from the manifests this agent keeps): those are
+    /// copied when a download needs them, not fetched.
+    public func chunksHeldHere(_ names: [String]) throws -> Set<String> {
+        Set(try store.places(of: names).keys)
+    }
+
     /// The assembler of a manifest asset's download (going on from what an earlier run placed).
     public func assembler(for asset: Asset) throws -> ChunkAssembler {
         if mkdir(context.downloadsDirectory, 0o700) != 0 && errno != EEXIST {
