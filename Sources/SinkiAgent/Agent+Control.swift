@@ -122,8 +122,9 @@ extension Agent: ControlHandler {
         overall.progress = overall.toSend > 0
             ? pushRun?.view(pending: overall.toSend, savedTotal: facts?.savedTotal ?? 0, now: Clock.monotonic()) : nil
         let movingDown = transfers.moving.values.filter { $0.direction == .download }
-        // Changes that waited from before (a restart, a paused root) begin a run when first seen.
-        if overall.toApply > 0 && pullRun == nil { pullRun = PullProgress(startedAt: Clock.monotonic()) }
+        // Changes that waited from before (a restart, a paused root), or chunks fetched ahead of their
+        // record (streaming), begin a run when first seen.
+        if (overall.toApply > 0 || !movingDown.isEmpty) && pullRun == nil { pullRun = PullProgress(startedAt: Clock.monotonic()) }
         if overall.toApply > 0 || !movingDown.isEmpty, let run = pullRun {
             overall.download = run.view(toApply: overall.toApply, toApplyBytes: facts?.toApplyBytes ?? 0,
                                         moving: movingDown.reduce(0) { $0 + $1.done }, now: Clock.monotonic())

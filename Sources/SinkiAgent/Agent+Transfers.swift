@@ -177,6 +177,8 @@ extension Agent {
         _ = await adoptPrefetch(fetch.path, chunks: chunks, id: asset.sha256)
         transfers.moving[key] = TransferBook.Moving(direction: .download, total: asset.size)
         defer { transfers.moving[key] = nil }
+        // With the line when it ends (downloaded, or failed), what ran at once is in the log.
+        logger.debug("downloading \(quoted(fetch.path)): \(asset.size) bytes, \(transfers.downloading.count) download(s) running")
         do {
             let assembler = try await replica.assembler(for: asset)
             // An earlier run's chunks are read back and checked: a kill may have lost what the page cache held.

@@ -62,6 +62,7 @@ import Testing
                                                           "--state", cluster.directory.child("a") + "/state", "--device", "a"],
                                      logDirectory: cluster.directory.path, label: "agent-a")
         defer { _ = agent.stop() }
+        try await waitUntil("a to scan", timeout: 30) { agent.errors.contains("scanned ") }
         try await waitUntil("a to be refused", timeout: 30) {
             guard case let .string(reason)? = try statusJSON(cluster, "a")["agent"]?["reason"] else { return false }
             return reason.contains("--token-file")
@@ -78,8 +79,9 @@ import Testing
         try cluster.startServer()
         var generator = SeededRandom(seed: 257)
         var files: [String: Data] = [:]
-        for index in 0..<150 { files[String(format: "saves/slot-%03d.save", index)] = Data(generator.bytes(16 << 10)) }
-        for index in 0..<2 { files["videos/intro-\(index).mkv"] = Data(generator.bytes(2 << 20)) }
+        // Small files that come inline with the feed's first page, and large ones that take the rest of the time.
+        for index in 0..<40 { files[String(format: "saves/slot-%03d.save", index)] = Data(generator.bytes(8 << 10)) }
+        for index in 0..<3 { files["videos/intro-\(index).mkv"] = Data(generator.bytes(2 << 20)) }
         let total = files.values.reduce(0) { $0 + $1.count }
         for (name, data) in files { try writeFile(cluster.root("a") + "/" + name, data) }
         let sender = try cluster.startAgent("a")
