@@ -12,7 +12,7 @@ public final class StateStore {
     /// what it read is still current, and the scheduler whether a round saw everything.
     public internal(set) var treeWrites = 0
 
-    static let schemaVersion = 12
+    static let schemaVersion = 13
 
     public init(path: String) throws {
         self.path = path
@@ -23,18 +23,26 @@ public final class StateStore {
     private func migrate() throws {
         let version = database.userVersion
         if version >= Self.schemaVersion { return }
-        if version > 0 && version < 10 {
-            // The release before the three trees: its tables are brought to schema 9 first, then
-            // turned into trees (`LegacySchema`), in one transaction.
-            try LegacySchema.upgrade(self, from: version)
-        } else if version == 10 || version == 11 {
-            if version == 10 { try ModeSchema.upgrade(self) }
-            // Schema 12: whether the server lacked chunks of the Remote version (issue 24 item 2).
-            try transaction { try database.execute("ALTER TABLE tree ADD COLUMN r_incomplete INTEGER NOT NULL DEFAULT 0") }
+        if version > 0 {
+            if version < 10 {
+                // The release before the three trees: its tables are brought to schema 9 first, then
+                // turned into trees (`LegacySchema`), in one transaction.
+                try LegacySchema.upgrade(self, from: version)
+            } else {
+                if version == 10 {
+                    try TotalsSchema.addTotalsColumn(database)
+                    try ModeSchema.upgrade(self)
+                }
+                // Schema 12: whether the server lacked chunks of the Remote version (issue 24 item 2).
+                if try database.scalar("SELECT count(*) FROM pragma_table_info('tree') WHERE name = 'r_incomplete'") == 0 {
+                    try transaction { try database.execute("ALTER TABLE tree ADD COLUMN r_incomplete INTEGER NOT NULL DEFAULT 0") }
+                }
+            }
+            try TotalsSchema.upgrade(self)
         } else {
             try transaction {
                 try database.execute(Self.treeSchema + Self.sentSchema + Self.rootTotalsSchema + Self.tusUploadsSchema + Self.conflictsSchema
-                                     + Self.manifestsSchema + Self.remoteFoldersSchema + """
+                                     + Self.sharedConflictsSchema + Self.manifestsSchema + Self.remoteFoldersSchema + """
                     CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
                     """)
             }

@@ -78,7 +78,8 @@ final class MergeScenario {
 
     private func matches(_ edit: Edit, _ record: Record) -> Bool {
         switch edit {
-        case let .write(text), let .writeAt(text, _): return !record.deleted && record.sha256 == Digest.sha256Hex(Array(text.utf8))
+        // A file above the inline limit is named by its manifest (ContentID), a small one by its SHA-256.
+        case let .write(text), let .writeAt(text, _): return !record.deleted && record.sha256 == ContentID.of(Array(text.utf8))
         case .delete: return record.deleted
         }
     }
@@ -112,9 +113,10 @@ final class MergeScenario {
         }.sorted()
     }
 
-    /// The highest change tag on the server: how many saves it took in all.
+    /// The highest change tag on the server: how many saves it took in all (the records of conflicts
+    /// every device lists included).
     func serverChanges() throws -> Int64 {
-        try cluster.serverRecords().map(\.changeTag).max() ?? 0
+        try cluster.serverFeedEnd()
     }
 
     /// Whether agent `name` says it is up to date (nothing to send but what waits for resolve).

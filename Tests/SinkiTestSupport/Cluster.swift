@@ -275,6 +275,26 @@ extension Cluster {
 
     /// The server's records at `prefix` or below (tombstones included), read with curl; with
     /// `withData`, inline content too.
+    /// The change tag the server's feed ends at: every save it took, of every path (sinki's own
+    /// records, such as the conflicts every device lists, included).
+    public func serverFeedEnd() throws -> Int64 {
+        var since = ""
+        while true {
+            let url = serverURL + "/v1/changes?wait=0&limit=1000" + (since.isEmpty ? "" : "&since=" + since)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            process.arguments = ["-sS", "--fail", url] + (try inspectorToken().map { ["-H", "Authorization: Bearer \($0)"] } ?? [])
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            try process.run()
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            guard process.exitStatus() == 0 else { throw ProcessFailed(label: "curl \(url)", log: String(decoding: data, as: UTF8.self)) }
+            let page = try RecordPage.parse(Array(data))
+            since = page.token
+            guard page.more else { return Int64(page.token.split(separator: ".").last ?? "") ?? 0 }
+        }
+    }
+
     public func serverRecords(_ prefix: String = "SaveGames", server: String? = nil, withData: Bool = false) throws -> [Record] {
         var records: [Record] = []
         var after = ""

@@ -29,6 +29,8 @@ public struct ReplicaStatus: Sendable {
     public var refused: [FailedPath] = []
     public var refusedCount = 0
     public var toApplyCount = 0
+    /// The bytes those bring (files whose content is not here).
+    public var toApplyBytes: Int64 = 0
     public var skipped: [String] = []
     public var skippedCount = 0
     /// Entries the last walk of each root left out by ignore rules.
@@ -60,6 +62,7 @@ extension Replica {
         let counts = try StatusQueries.counts(database)
         facts.pendingCount = counts.local
         facts.toApplyCount = counts.remote
+        facts.toApplyBytes = try StatusQueries.remoteBytes(database)
         facts.refused = Array(failures.listed(.up).prefix(limit))
         facts.refusedCount = failures.count(.up)
         facts.notApplied = Array(failures.listed(.down).prefix(limit))
