@@ -21,7 +21,12 @@ extension Agent {
             scheduleAccessWake(after: wait)
             return true
         case let .problem(problem) where error.refusesToken:
-            let words = "\(problem.status) \(problem.code): \(problem.detail)"
+            var words = "\(problem.status) \(problem.code): \(problem.detail)"
+            if client?.bearerToken?.isEmpty ?? true {
+                // No token at all: the fix is a setting, and which one is the news.
+                words = "the server wants a device token and this agent has none: give it one with --token-file FILE or [server] token-file "
+                    + "(sinkid serve token add USER --device NAME --output FILE makes one on the server)"
+            }
             if access.refused == nil {
                 logger.error("token refused by the server (\(words)); nothing is sent until the token changes, local changes are kept"
                              + (configuration.tokenFile.map { " (write a new token to \($0); it is read again when it changes or on SIGHUP)" } ?? ""))

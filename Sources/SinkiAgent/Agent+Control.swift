@@ -64,7 +64,7 @@ extension Agent {
         if control.paused { return "paused" + (control.pausedSince.map { " since \(Clock.iso8601($0))" } ?? "") + " (sinkid resume)" }
         if !pausedRootNames.isEmpty { return "paused: " + pausedRootNames.joined(separator: ", ") + " (sinkid resume ROOT); the other roots sync" }
         if !control.scanned { return "scanning" }
-        if reachable == false { return "server \(serverURL) unreachable; retrying" }
+        if reachable == false { return "server \(serverURL) unreachable" + (outage.map { ": \($0.cause)" } ?? "") + "; retrying" }
         let roots = "syncing \(configuration.roots.count) root(s) with \(serverURL)"
         guard let run = pushRun, run.sent > 0 else { return roots }
         return roots + "; " + run.sentWords(now: Clock.monotonic())
@@ -87,9 +87,13 @@ extension Agent: ControlHandler {
         var facts: ReplicaStatus?
         var problem: String?
         var waiting: (conflicts: [WaitingConflict], held: Int) = ([], 0)
+        var listed: [ListedConflict] = []
+        var conflictRecords = 0
         do {
             facts = try await replica?.statusFacts(limit: PendingSummary.listed)
             waiting = try await replica?.waitingConflicts() ?? ([], 0)
+            listed = try await replica?.conflictList() ?? []
+            conflictRecords = try await replica?.sharedConflictsToSend() ?? 0
         } catch {
             facts = nil
             problem = "cannot read the state database: \(error)"
@@ -107,7 +111,7 @@ extension Agent: ControlHandler {
         overall.pausedRoots = control.pausedRoots.filter { entry in configuration.roots.contains { $0.name == entry.key } }
         overall.scanned = control.scanned
         overall.problem = problem
-        if reachable == false { overall.unreachable = "server \(serverURL) unreachable" + (logger.lastProblem.map { ": \($0.message)" } ?? "") }
+        if reachable == false { overall.unreachable = (outage ?? Outage(since: Clock.now(), cause: "no answer", failures: 1)).words(server: serverURL) }
         overall.tokenRefused = access.refused
         overall.rateLimitedSeconds = access.rateLimitRemaining(now: Clock.now())
         overall.storageFull = access.storageFull
@@ -118,7 +122,16 @@ extension Agent: ControlHandler {
         overall.inFlight = facts?.inFlight ?? 0
         overall.progress = overall.toSend > 0
             ? pushRun?.view(pending: overall.toSend, savedTotal: facts?.savedTotal ?? 0, now: Clock.monotonic()) : nil
-        overall.waitingConflicts = waiting.conflicts.count
+        let movingDown = transfers.moving.values.filter { $0.direction == .download }
+        // Changes that waited from before (a restart, a paused root), or chunks fetched ahead of their
+        // record (streaming), begin a run when first seen.
+        if (overall.toApply > 0 || !movingDown.isEmpty) && pullRun == nil { pullRun = PullProgress(startedAt: Clock.monotonic()) }
+        if overall.toApply > 0 || !movingDown.isEmpty, let run = pullRun {
+            overall.download = run.view(toApply: overall.toApply, toApplyBytes: facts?.toApplyBytes ?? 0,
+                                        moving: movingDown.reduce(0) { $0 + $1.done }, now: Clock.monotonic())
+        }
+        overall.waitingConflicts = listed.count
+        overall.conflictRecords = conflictRecords
         overall.notApplied = notApplied
         overall.notAppliedCount = facts?.notAppliedCount ?? 0
         overall.differing = verifySummary.differing.count
@@ -154,7 +167,7 @@ extension Agent: ControlHandler {
             changes.append(PendingChange(path: row.path, kind: ChangeKind(rawValue: row.kind) ?? .modify,
                                          queuedAt: row.modifiedAt > 0 ? row.modifiedAt : now))
         }
-        let lastProblem = logger.lastProblem.map { ProblemNote(at: $0.at, level: $0.level.name, message: $0.message) }
+        let lastProblem = logger.lastProblem.map { ProblemNote(at: $0.at, level: $0.level.name, message: $0.message, count: $0.count) }
         return StatusReport(
             generatedAt: Clock.now(),
             agent: AgentSummary(running: true, pid: getpid(), version: control.version, device: configuration.device,
@@ -171,10 +184,11 @@ extension Agent: ControlHandler {
             ignored: facts?.ignoredCount ?? 0,
             transfers: transfers.statuses(),
             // Only the `ask` rule leaves conflicts for `resolve`; every other is settled when found.
-            conflicts: waiting.conflicts.map(ConflictEntry.init),
+            conflicts: listed.map(ConflictEntry.init),
             notApplied: NotAppliedSummary(count: facts?.notAppliedCount ?? 0, changes: notApplied),
             verify: verifySummary,
-            digest: digestSummary)
+            digest: digestSummary,
+            progress: ProgressSummary(upload: overall.progress?.summary, download: overall.download))
     }
 
     public func pause(root name: String?) async throws(ControlError) -> ControlAck {
@@ -289,7 +303,7 @@ extension Agent: ControlHandler {
 
     public func conflicts() async throws(ControlError) -> [ConflictEntry] {
         guard let replica else { throw ControlError(.unavailable, "the agent is not ready") }
-        do { return try await replica.waitingConflicts().conflicts.map(ConflictEntry.init) } catch {
+        do { return try await replica.conflictList().map(ConflictEntry.init) } catch {
             throw ControlError(.failed, "cannot read the conflicts: \(error)")
         }
     }
@@ -302,10 +316,17 @@ extension Agent: ControlHandler {
             throw ControlError(.failed, "cannot resolve \(quoted(path)): \(error)")
         }
         guard let result else {
+            // Found on another device: settled through the server.
+            let shared: SharedResolution?
+            do { shared = try await replica.sharedResolution(path) } catch {
+                throw ControlError(.failed, "cannot resolve \(quoted(path)): \(error)")
+            }
+            if let shared { return try await resolveShared(shared, keep: choice) }
             throw ControlError(.notFound, "no conflict waits at \(quoted(path)); only the ask rule leaves conflicts for resolve (sinkid conflicts lists them)")
         }
         publishApplied(result.applied)
         pumpSync()
+        pumpSharedConflicts()
         return ControlAck(result.message)
     }
 
@@ -322,6 +343,12 @@ extension ConflictEntry {
     /// A conflict as the state database keeps it, as the control socket lists it.
     public init(_ waiting: WaitingConflict) {
         self.init(path: waiting.path, remoteDevice: waiting.remote.device, detectedAt: waiting.detectedAt, local: waiting.local,
-                  remote: waiting.remote)
+                  remote: waiting.remote, foundBy: waiting.local.device, shared: waiting.sharedTag > 0)
+    }
+
+    /// A conflict found here or on another device, as this one lists it.
+    init(_ listed: ListedConflict) {
+        self.init(path: listed.path, remoteDevice: listed.remote.device, detectedAt: listed.detectedAt, local: listed.local, remote: listed.remote,
+                  foundBy: listed.foundBy, shared: listed.shared)
     }
 }

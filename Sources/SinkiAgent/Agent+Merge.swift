@@ -46,6 +46,8 @@ extension Agent {
     /// path covers one gets it queued, each `sinkid watch` client its line. Neither waits for anyone.
     func publishApplied(_ applied: [AppliedChange]) {
         guard !applied.isEmpty else { return }
+        if pullRun == nil { pullRun = PullProgress(startedAt: Clock.monotonic()) }
+        pullRun?.took(applied.count, bytes: applied.reduce(0) { $0 + $1.bytes })
         logger.debug("applied \(applied.count) remote change(s)")
         let server = control.server
         let watching = server.map { $0.assumeIsolated { $0.watchers } } ?? 0

@@ -114,7 +114,7 @@ extension Agent {
             let here = (try? await replica.chunksHeldHere(missing)) ?? []
             let wanted = missing.filter { !here.contains($0) }
             if !wanted.isEmpty {
-                let fetcher = ChunkFetcher(sync: sync, sink: file, width: max(1, configuration.transfer.parallel), maxRate: configuration.transfer.maxRate)
+                let fetcher = ChunkFetcher(sync: sync, sink: file, width: max(1, configuration.transfer.parallel))
                 let outcome: ChunkFetcher.Outcome
                 do {
                     outcome = try await fetcher.run(wanted) { _ in

@@ -57,6 +57,7 @@ extension Agent {
                 // and its old path's delete may be a page apart, and the rename is done here only once the
                 // delete is read.
                 try await replica.ingest(page.records, token: page.token)
+                if !page.records.isEmpty && pullRun == nil { pullRun = PullProgress(startedAt: Clock.monotonic()) }
                 let ahead = await replica.inlineBytes
                 // Mid-read, no round runs (a watcher event, an answer): one would plan the page before its
                 // renames' deletes are read, and write each renamed file again instead of moving it.
@@ -142,6 +143,8 @@ extension Agent {
                 logger.info("sent \(HumanUnits.grouped(run.sent)) local change(s) (\(HumanUnits.bytes(run.bytes))) in \(String(format: "%.1f", seconds)) s")
             }
             pushRun = nil
+            if let run = pullRun, run.applied > 0 { logger.info(run.endWords(now: Clock.monotonic())) }
+            pullRun = nil
             logger.info("up to date with \(serverURL)")
             control.notifier?.status(serviceStatus)
         }

@@ -6,7 +6,7 @@ import SinkiSupport
 extension Agent {
     /// SIGHUP: reads the config again with the start-up flags. A config with an error is refused
     /// with its error line and the running settings stay. What can change live (log level, watch
-    /// delay, merge rules, `[merge]` settings, observers) changes; anything else is logged as
+    /// delay, merge rules, `[merge]` settings, observers, `[transfer] max-rate`) changes; anything else is logged as
     /// needing a restart.
     func reload() {
         // A new token in the same file needs no restart.
@@ -48,6 +48,12 @@ extension Agent {
                 watcher.delayMilliseconds = delay
                 applied.append("watch delay \(delay) ms")
             }
+            let rate = new.configuration.transfer.maxRate
+            if let http = client?.http, rate != http.maxReceiveRate {
+                http.maxSendRate = rate
+                http.maxReceiveRate = rate
+                applied.append("max-rate " + (rate > 0 ? HumanUnits.bytes(rate) + "/s" : "unlimited"))
+            }
             if let old = control.settings?.config, old.merge != new.settings.config.merge || old.mergeSections != new.settings.config.mergeSections
                 || old.observers != new.settings.config.observers {
                 await reloadMerge(new.configuration)
@@ -71,7 +77,10 @@ extension Agent {
         if a.server.listen != b.server.listen { out.append("[server] listen") }
         if old.device != new.device { out.append("[agent] device") }
         if a.roots != b.roots { out.append("roots") }
-        if a.transfer != b.transfer { out.append("[transfer]") }
+        var (transferA, transferB) = (a.transfer, b.transfer)
+        // max-rate changes live.
+        (transferA.maxRate, transferB.maxRate) = (nil, nil)
+        if transferA != transferB { out.append("[transfer]") }
         if a.watch.rescan != b.watch.rescan { out.append("[watch] rescan") }
         if old.stateDirectory != new.stateDirectory { out.append("the state folder") }
         return out

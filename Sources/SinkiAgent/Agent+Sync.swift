@@ -52,6 +52,8 @@ extension Agent {
             // for more: dropped here, its path waited for the next unrelated event (MergeRuleTests'
             // compare case, once in fifty: a merge's "keep local" never went up).
             if rounds.wanted { pumpSync() }
+            // What the rounds found (an ask conflict) or settled goes to the server for the other devices.
+            pumpSharedConflicts()
             finishIfIdle()
         }
         guard let replica else { return }
@@ -66,6 +68,7 @@ extension Agent {
             options.maxBytes = configuration.batchBytes
             options.uploadSlots = max(0, width - transfers.uploads.count)
             options.fetchSlots = max(0, 4 * width - rounds.fetching.count)
+            options.downloadSlots = max(0, width - transfers.downloading.count)
             options.excludingRoots = heldRoots
             let step: Step
             do { step = try await replica.step(options) } catch {

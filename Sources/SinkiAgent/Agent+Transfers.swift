@@ -16,7 +16,6 @@ extension Agent {
         var options = TusOptions()
         options.chunkSize = configuration.transfer.chunkSize
         options.attempts = configuration.transfer.attempts
-        options.maxRate = configuration.transfer.maxRate
         options.computeSHA256 = true
         let server = TusServer(endpoint: serverURL + Routes.uploads, bearerToken: client?.bearerToken, pinsOrigin: true)
         let made = TusClient(http: http, server: server, options: options, logger: logger.child("tus"))
@@ -180,6 +179,8 @@ extension Agent {
         _ = await adoptPrefetch(fetch.path, chunks: chunks, id: asset.sha256)
         transfers.moving[key] = TransferBook.Moving(direction: .download, total: asset.size)
         defer { transfers.moving[key] = nil }
+        // With the line when it ends (downloaded, or failed), what ran at once is in the log.
+        logger.debug("downloading \(quoted(fetch.path)): \(asset.size) bytes, \(transfers.downloading.count) download(s) running")
         do {
             let assembler = try await replica.assembler(for: asset)
             // An earlier run's chunks are read back and checked: a kill may have lost what the page cache held.
@@ -195,8 +196,7 @@ extension Agent {
             var seen = Set<String>()
             for index in assembler.missing where seen.insert(chunks[index].sha256).inserted { names.append(chunks[index].sha256) }
             var received: Int64 = 0
-            let outcome = try await ChunkFetcher(sync: sync, sink: assembler, width: max(1, configuration.transfer.parallel),
-                                                 maxRate: configuration.transfer.maxRate)
+            let outcome = try await ChunkFetcher(sync: sync, sink: assembler, width: max(1, configuration.transfer.parallel))
                 .run(names) { bytes in
                     received += bytes
                     transfers.progress(key, done: assembler.bytesInPlace, new: received)

@@ -47,6 +47,10 @@ public actor Agent {
     /// Whether the server takes our token and how fast it lets us ask (`Agent+Access.swift`).
     var access = ServerAccess()
     var tokenWatchRunning = false
+    /// Conflict records being sent (`pumpSharedConflicts`); the agent stops once it ends.
+    var sharedConflictsTask: Task<Void, Never>?
+    /// Asked for while a run was under way: another follows.
+    var sharedConflictsWanted = false
     /// One push may go while the server is thought unreachable (`schedulePushProbe`).
     var pushProbe = false
     var pushProbeScheduled = false
@@ -66,6 +70,9 @@ public actor Agent {
     var feedMidRead = false
     /// nil until the first contact; false while the server cannot be reached.
     var reachable: Bool?
+    /// While the server cannot be reached: since when, why (the last failure's cause) and how many
+    /// requests failed; what status says in one line.
+    var outage: Outage?
     var backoff = Backoff()
     /// The change feed's request: parked or not, and when to ask without waiting (Agent+Reach.swift).
     var feed = FeedState()
@@ -74,6 +81,8 @@ public actor Agent {
     var nextPushID = 0
     /// The current run of sending (nil once nothing waits): what status says of a long push.
     var pushRun: PushProgress?
+    /// The current run of applying remote changes (nil once nothing waits): a first download's totals.
+    var pullRun: PullProgress?
     /// When systemd last heard of the run's progress (monotonic nanoseconds).
     var pushRunToldAt: Int64 = 0
     var finished: CheckedContinuation<ExitCode, Never>?
@@ -162,13 +171,14 @@ public actor Agent {
         // (placing a chunk, hashing) finish before the process exits.
         for task in transfers.downloading.values { task.cancel() }
         for task in rounds.fetching.values { task.cancel() }
+        sharedConflictsTask?.cancel()
         cancelPrefetches()
         finishIfIdle()
     }
 
     func finishIfIdle() {
         guard stopping, pushTasks.isEmpty, !rounds.running, transfers.uploads.isEmpty, rounds.fetching.isEmpty,
-              merge.settling.isEmpty, prefetch.isIdle, let finished else { return }
+              merge.settling.isEmpty, prefetch.isIdle, sharedConflictsTask == nil, let finished else { return }
         self.finished = nil
         finished.resume(returning: exitCode)
     }
@@ -190,6 +200,10 @@ public actor Agent {
         }
         let http = HTTPClient(loop: loop, logger: logger.child("http"))
         http.caFile = configuration.caFile
+        // `[transfer] max-rate` holds for everything the agent sends, and everything it receives:
+        // records with inline content, chunks and assets, every file at once.
+        http.maxSendRate = configuration.transfer.maxRate
+        http.maxReceiveRate = configuration.transfer.maxRate
         client = SyncClient(http: http, base: serverURL, token: configuration.token ?? embeddedToken, device: configuration.device)
         sleeper = LoopSleeper(loop: loop)
         let watcher = Watcher(loop: loop, inotify: inotify, echoes: echoes, delayMilliseconds: configuration.watchDelayMilliseconds,
@@ -332,21 +346,25 @@ public actor Agent {
         let wasLost = reachable == false
         if wasLost { logger.info("server \(serverURL) reachable again") }
         reachable = true
+        outage = nil
         backoff.reset()
         contactMade()
         if wasLost {
             endRetryWaits()
             pumpSync()
+            pumpSharedConflicts()
         }
     }
 
     /// A request could not reach the server. The parked long-poll may be on a connection as dead, so
     /// the feed asks again at once (`wakeFeed`), then with backoff.
     func disconnected(_ error: any Error) {
+        let cause = (error as? SyncError)?.cause ?? (error as? TransferError)?.cause ?? (error as? TusError).map(Outage.cause) ?? "\(error)"
         if reachable != false {
-            logger.warning("server \(serverURL) unreachable: \(error); retrying with backoff")
+            logger.warning("server \(serverURL) unreachable: \(cause); retrying with backoff")
         }
         reachable = false
+        outage = Outage(since: outage?.since ?? Clock.now(), cause: cause, failures: (outage?.failures ?? 0) + 1)
         // A server that went away may come back as another (restored, or having lost records): the
         // first page read after the reconnect is checked against its digests before "up to date".
         digests.matched = false

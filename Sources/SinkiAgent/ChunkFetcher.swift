@@ -12,8 +12,6 @@ struct ChunkFetcher {
     let sync: SyncClient
     let sink: any ChunkSink
     let width: Int
-    /// `[transfer] max-rate` for the whole file, shared by the chunks in flight; 0: none.
-    var maxRate: Int64 = 0
 
     struct Outcome {
         /// Why some chunk could not be had (nil: every chunk is in place).
@@ -27,14 +25,13 @@ struct ChunkFetcher {
         if names.isEmpty { return Outcome() }
         let bound = LoopBound(sync, loop: sync.http.loop)
         let sink = self.sink
-        let rate = maxRate > 0 ? max(1, maxRate / Int64(max(1, min(width, names.count)))) : nil
         var failure: ApplyFailure?
         try await withThrowingTaskGroup(of: (String, Result<Int64, ApplyFailure>).self) { group in
             var next = 0
             func start() {
                 let name = names[next]
                 next += 1
-                group.addTask { [isolation] in (name, try await Self.fetch(bound, name, into: sink, maxRate: rate, isolation: isolation)) }
+                group.addTask { [isolation] in (name, try await Self.fetch(bound, name, into: sink, isolation: isolation)) }
             }
             while next < min(width, names.count) { start() }
             while let (_, result) = try await group.next() {
@@ -49,11 +46,11 @@ struct ChunkFetcher {
     }
 
     /// One chunk: fetched, checked and placed; a second try if the bytes were wrong, then a report.
-    private static func fetch(_ client: LoopBound<SyncClient>, _ name: String, into sink: any ChunkSink, maxRate: Int64?,
+    private static func fetch(_ client: LoopBound<SyncClient>, _ name: String, into sink: any ChunkSink,
                               isolation: isolated (any Actor)?) async throws -> Result<Int64, ApplyFailure> {
         for _ in 0..<2 {
             let answer: Result<[UInt8], SyncError>
-            do { answer = .success(try await client.value.chunk(name, maxBytes: maxChunkBytes, maxRate: maxRate)) } catch { answer = .failure(error) }
+            do { answer = .success(try await client.value.chunk(name, maxBytes: maxChunkBytes)) } catch { answer = .failure(error) }
             switch answer {
             case let .failure(.problem(problem)) where problem.status == 404:
                 return .failure(ApplyFailure(.downloadFailed, "the server holds no chunk \(name.prefix(16))… of it (a device that has the file sends it again)"))

@@ -26,11 +26,15 @@ struct SyncStateFacts: Sendable {
     var progress: PushProgressView?
     var refused = 0
     var waitingConflicts = 0
+    /// Records of conflicts found or settled here that the server has not heard of yet.
+    var conflictRecords = 0
     /// Remote changes whose write failed here (the listed ones tell their causes).
     var notApplied: [NotAppliedChange] = []
     var notAppliedCount = 0
     /// Remote changes read and not written here yet (no failure: under way).
     var toApply = 0
+    /// How the current run of applying goes, while something waits or moves.
+    var download: DownloadProgress?
     /// Paths handed out and not answered yet (a save, a download, an upload, a merge).
     var inFlight = 0
     /// Paths that still differed from the server after the last full comparison.
@@ -87,9 +91,16 @@ enum SyncStateRule {
             guard let progress = facts.progress, progress.sent > 0 else { return (.syncing, words) }
             return (.syncing, words + "; " + progress.words)
         }
-        if facts.toApply > 0 { return (.syncing, "\(facts.toApply) remote change(s) to apply") }
-        if facts.transfersRunning > 0 { return (.syncing, "\(facts.transfersRunning) file(s) moving") }
+        if facts.toApply > 0 {
+            let words = "\(facts.toApply) remote change(s) to apply"
+            guard let download = facts.download, download.applied > 0 || download.bytes > 0 else { return (.syncing, words) }
+            return (.syncing, words + "; " + download.words)
+        }
+        if facts.transfersRunning > 0 {
+            return (.syncing, "\(facts.transfersRunning) file(s) moving" + (facts.download.map { "; " + $0.words } ?? ""))
+        }
         if facts.inFlight > 0 { return (.syncing, "\(facts.inFlight) change(s) under way") }
+        if facts.conflictRecords > 0 { return (.syncing, "\(facts.conflictRecords) conflict(s) found or settled here to tell the other devices of") }
         if facts.verifying { return (.syncing, "comparing with the server again after repairs") }
         if facts.checking { return (.syncing, "checking this agent's copy against the server") }
         var notes: [String] = []

@@ -6,7 +6,7 @@ enum CompletionCommand {
     static func run(_ words: [String]) throws(UsageError) -> ExitCode {
         let arguments = try Arguments(words, CommandCatalog.completion)
         if arguments.has("help") {
-            print(Help.completion)
+            print(CommandCatalog.completion.fullHelp)
             return .success
         }
         switch arguments.positional.first {
@@ -24,8 +24,8 @@ enum CompletionCommand {
 
     static let shells = ["bash", "zsh", "fish"]
 
-    /// `sinkid serve`'s subcommands: the noun, then its actions.
-    static let serveSubcommands: [(noun: String, actions: [String])] = [("token", ["add", "list", "revoke"]), ("user", ["list", "quota", "remove"])]
+    /// The commands with subcommands (`serve token add`), from the command table.
+    static var withSubcommands: [CommandSpec] { CommandCatalog.all.filter { !$0.subcommands.isEmpty } }
 
     /// What a flag's value is, for completing it.
     enum ValueKind { case directory, file, choice([String]), text }
@@ -33,7 +33,7 @@ enum CompletionCommand {
     static func kind(of flag: String) -> ValueKind {
         switch flag {
         case "root", "state", "data": .directory
-        case "config", "token-file", "tokens": .file
+        case "config", "token-file", "tokens", "ca-file", "output": .file
         case "log-level": .choice(["debug", "info", "warning", "error"])
         case "keep": .choice(["local", "remote", "both"])
         default: .text
@@ -56,9 +56,15 @@ enum CompletionCommand {
             }
         }
         let valuedFlags = Set(CommandCatalog.all.flatMap(\.valued)).sorted().map { "--" + $0 }.joined(separator: " ")
-        var serveCases = "            \"\") COMPREPLY=($(compgen -W \"\(serveSubcommands.map(\.noun).joined(separator: " "))\" -- \"$cur\")); return ;;\n"
-        for (noun, actions) in serveSubcommands {
-            serveCases += "            \(noun)) COMPREPLY=($(compgen -W \"\(actions.joined(separator: " "))\" -- \"$cur\")); return ;;\n"
+        // A command's nouns, then each noun's actions (serve, token, add), flags' values skipped.
+        var nested = ""
+        for spec in withSubcommands {
+            nested += "            elif [[ \"$command\" == \(spec.name) && ${#words[@]} -le 2 ]]; then\n                case \"${words[1]}\" in\n"
+            nested += "                \"\") COMPREPLY=($(compgen -W \"\(spec.subcommands.map(\.noun).joined(separator: " "))\" -- \"$cur\")); return ;;\n"
+            for sub in spec.subcommands {
+                nested += "                \(sub.noun)) COMPREPLY=($(compgen -W \"\(sub.actions.joined(separator: " "))\" -- \"$cur\")); return ;;\n"
+            }
+            nested += "                esac\n"
         }
         return """
             # bash completion for sinkid; written by `sinkid completion bash`.
@@ -82,10 +88,7 @@ enum CompletionCommand {
             \(cases)    esac
                 if [[ "$cur" == -* ]]; then
                     COMPREPLY=($(compgen -W "$flags" -- "$cur"))
-                elif [[ "$command" == serve && ${#words[@]} -le 2 ]]; then
-                    case "${words[1]}" in
-            \(serveCases)        esac
-                elif [[ ${#words[@]} -eq 0 ]]; then
+            \(nested)    elif [[ ${#words[@]} -eq 0 ]]; then
                     COMPREPLY=($(compgen -W "\(commands) --version --help" -- "$cur"))
                 elif [[ "$command" == help || "$command" == completion ]]; then
                     COMPREPLY=($(compgen -W "\(commands) \(shells.joined(separator: " "))" -- "$cur"))
@@ -111,12 +114,12 @@ enum CompletionCommand {
                 specs.append("'--\(flag)=[\(flag)]:\(flag):\(action)'")
             }
             for flag in spec.boolean { specs.append("'--\(flag)[\(flag)]'") }
-            if spec.name == "serve" {
-                let actions = serveSubcommands.map { "\($0.noun)) _values action \($0.actions.joined(separator: " ")) ;;" }.joined(separator: " ")
-                specs.append("'1:subcommand:(\(serveSubcommands.map(\.noun).joined(separator: " ")))'")
-                specs.append("'2:action:->serve_action'")
-                cases += "        serve) _arguments \(specs.joined(separator: " "))\n"
-                cases += "            [[ $state == serve_action ]] && case $words[2] in \(actions) esac ;;\n"
+            if !spec.subcommands.isEmpty {
+                let actions = spec.subcommands.map { "\($0.noun)) _values action \($0.actions.joined(separator: " ")) ;;" }.joined(separator: " ")
+                specs.append("'1:subcommand:(\(spec.subcommands.map(\.noun).joined(separator: " ")))'")
+                specs.append("'2:action:->\(spec.name)_action'")
+                cases += "        \(spec.name)) _arguments \(specs.joined(separator: " "))\n"
+                cases += "            [[ $state == \(spec.name)_action ]] && case $words[2] in \(actions) esac ;;\n"
                 continue
             }
             switch spec.operands {
@@ -175,11 +178,13 @@ enum CompletionCommand {
             case .command: lines.append("complete -c sinkid -n \(condition) -a '\(names.joined(separator: " "))'")
             }
         }
-        let nouns = serveSubcommands.map(\.noun).joined(separator: " ")
-        lines.append("complete -c sinkid -n '__fish_seen_subcommand_from serve; and not __fish_seen_subcommand_from \(nouns)' -a '\(nouns)'")
-        for (noun, actions) in serveSubcommands {
-            let others = actions.joined(separator: " ")
-            lines.append("complete -c sinkid -n '__fish_seen_subcommand_from serve; and __fish_seen_subcommand_from \(noun); and not __fish_seen_subcommand_from \(others)' -a '\(others)'")
+        for spec in withSubcommands {
+            let nouns = spec.subcommands.map(\.noun).joined(separator: " ")
+            lines.append("complete -c sinkid -n '__fish_seen_subcommand_from \(spec.name); and not __fish_seen_subcommand_from \(nouns)' -a '\(nouns)'")
+            for sub in spec.subcommands {
+                let others = sub.actions.joined(separator: " ")
+                lines.append("complete -c sinkid -n '__fish_seen_subcommand_from \(spec.name); and __fish_seen_subcommand_from \(sub.noun); and not __fish_seen_subcommand_from \(others)' -a '\(others)'")
+            }
         }
         lines.append("complete -c sinkid -n '__fish_seen_subcommand_from completion' -a '\(shells.joined(separator: " "))'")
         return lines.joined(separator: "\n") + "\n"

@@ -11,7 +11,7 @@ enum ControlCommands {
         guard let spec = CommandCatalog.spec(name) else { throw UsageError("unknown command \(name)") }
         let arguments = try Arguments(words, spec)
         if arguments.has("help") {
-            print(spec.help)
+            print(spec.fullHelp)
             return .success
         }
         let request = try request(name, arguments)
@@ -153,6 +153,14 @@ enum Output {
         var writer = JSONWriter()
         value.write(to: &writer)
         line(String(decoding: writer.bytes, as: UTF8.self))
+    }
+
+    /// The columns of the terminal stdout is, nil when it is none (a pipe, a file).
+    static var terminalColumns: Int? {
+        guard isatty(STDOUT_FILENO) == 1 else { return nil }
+        var size = winsize()
+        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        return Int(size.ws_col)
     }
 
     /// Whether stdout is a terminal that takes colour (and `NO_COLOR` is not set).

@@ -1,5 +1,5 @@
 /// The help texts; each command's text lists every flag it takes (a test holds them to the
-/// command table and to the man page).
+/// command table and to the man page). The exit statuses follow from the table (`fullHelp`).
 enum Help {
     static var overview: String {
         let width = CommandCatalog.all.map(\.name.count).max() ?? 0
@@ -28,7 +28,6 @@ enum Help {
     static let stateOption = "  --state DIR          the agent's state folder (default $XDG_STATE_HOME/sinki or ~/.local/state/sinki)"
     static let jsonOption = "  --json               print the agent's answer as JSON (errors too)"
     static let helpOption = "  --help, -h           this text"
-    static let notRunning = "Exit status 3 when no agent runs with the state folder."
 
     static let run = """
         usage: sinkid [run] --root PATH... [options]
@@ -136,7 +135,7 @@ enum Help {
         Stops sending and applying changes until sinkid resume, also across restarts of the agent
         (the pause is kept in its state folder; status says since when). Local changes are still
         noted and queued; a batch already on its way finishes. With ROOT (a root's name, such as
-        SaveGames, or its folder), only that root waits: the others go on syncing. \(notRunning)
+        SaveGames, or its folder), only that root waits: the others go on syncing.
 
         options:
         \(stateOption)
@@ -149,7 +148,7 @@ enum Help {
 
         Ends a pause (the agent's and every root's), and confirms a safety stop (a root that vanished
         or emptied while its records did not: nothing is deleted remotely until you confirm). With
-        ROOT, ends only that root's pause. \(notRunning)
+        ROOT, ends only that root's pause.
 
         options:
         \(stateOption)
@@ -163,7 +162,7 @@ enum Help {
         Syncs now: looks at every root again and asks the server for changes at once instead of
         waiting. With --verify, also compares every record here with the server's (the agent does
         this on its own every [agent] verify-interval, and after an unclean stop), repairs every
-        difference through the merge rules, and says what it found when done. \(notRunning)
+        difference through the merge rules, and says what it found when done.
 
         options:
           --verify             compare everything with the server and repair what differs
@@ -176,7 +175,7 @@ enum Help {
         usage: sinkid retry [PATH] [--state DIR] [--json]
 
         Sends again the changes the server refused (sinkid status lists them with the reason): all,
-        or those at or below PATH (a record path such as SaveGames/slot1). \(notRunning)
+        or those at or below PATH (a record path such as SaveGames/slot1).
 
         options:
         \(stateOption)
@@ -188,8 +187,8 @@ enum Help {
         usage: sinkid conflicts [--state DIR] [--json]
 
         Lists the conflicts the ask merge rule left for sinkid resolve, with both versions and where
-        the agent kept a copy of each. Every other rule settles a conflict when it is found.
-        \(notRunning)
+        the agent kept a copy of each: those found here, and those other devices of the user found (the
+        server keeps them for every device). Every other rule settles a conflict when it is found.
 
         options:
         \(stateOption)
@@ -200,9 +199,11 @@ enum Help {
     static let resolve = """
         usage: sinkid resolve PATH --keep local|remote|both [--state DIR] [--json]
 
-        Settles the conflict at PATH (a record path from sinkid conflicts): local sends the file as
-        it is now over the other version, remote writes the other version at PATH, both keeps the
-        local file as a conflict copy and writes the other version at PATH. \(notRunning)
+        Settles the conflict at PATH (a record path from sinkid conflicts), here or one another device
+        found: local keeps the file as it is here over the other version, remote takes the other
+        version at PATH, both keeps the two: the version the server holds at PATH, the one held back
+        by the device that found the conflict beside it as a conflict copy. Every device stops
+        listing it, and every device ends with the same files.
 
         options:
           --keep SIDE          local, remote, or both
@@ -216,7 +217,7 @@ enum Help {
 
         Prints one JSON line for each remote change the agent applies at PATH, a record path such as
         SaveGames/player1.save; with / at the end, everything below it (SaveGames/, or / for every
-        root). Runs until interrupted or the agent stops. \(notRunning)
+        root). Runs until interrupted or the agent stops.
 
         options:
         \(stateOption)
@@ -230,7 +231,7 @@ enum Help {
         file's own path in a root), newest first: each version's number, when the server saved it,
         the device, the size, the mode and the start of its SHA-256; deletes are versions too. The
         server keeps every version until --history-days (30 by default) after a newer one replaced
-        it. Asks the agent's server with the agent's token. \(notRunning)
+        it. Asks the agent's server with the agent's token.
 
         options:
           --json               {"path", "versions": [{"version", "time", "device", "size", "sha256", "deleted",
@@ -243,7 +244,7 @@ enum Help {
         usage: sinkid cat PATH --version N [--state DIR]
 
         Writes version N of PATH (from sinkid history) to standard output, every byte checked
-        against its hash first. \(notRunning)
+        against its hash first.
 
         options:
           --version N          the version (sinkid history PATH lists them)
@@ -260,7 +261,7 @@ enum Help {
         changed files get their old content, type and mode back, files deleted since come back, files
         and folders made since are deleted. A restore is a new change the server saves and every agent,
         this one included, receives through the normal path and merge rules; what it replaces stays in
-        history, so a restore can itself be undone. \(notRunning)
+        history, so a restore can itself be undone.
 
         options:
           --version N          the version to bring back (sinkid history PATH lists them)
@@ -316,12 +317,7 @@ enum Help {
           --no-checksum        send no Upload-Checksum even when offered
           --log-level LEVEL    debug, info, warning or error (default info)
         \(helpOption)
-
-        exit codes: 0 uploaded, 64 usage, 65 the file or the server refused the data, 69 the server is
-        out of reach, 70 an unexpected failure (its message says which), 74 the file or the state
-        database cannot be read or written, 75 try again later, 78 a setting is wrong (a token or CA
-        file that cannot be read, a config file's error, a certificate not trusted: --ca-file).
         """
 
-    static func command(_ name: String) -> String? { CommandCatalog.spec(name)?.help }
+    static func command(_ name: String) -> String? { CommandCatalog.spec(name)?.fullHelp }
 }

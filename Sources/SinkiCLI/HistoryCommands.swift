@@ -16,7 +16,7 @@ enum HistoryCommands {
         guard let spec = CommandCatalog.spec(name) else { throw UsageError("unknown command \(name)") }
         let arguments = try Arguments(words, spec)
         if arguments.has("help") {
-            print(spec.help)
+            print(spec.fullHelp)
             return .success
         }
         let json = arguments.has("json")

@@ -12,7 +12,7 @@ enum RunCommand {
     static func run(_ words: [String]) throws(UsageError) -> ExitCode {
         let arguments = try Arguments(words, CommandCatalog.run)
         if arguments.has("help") {
-            print(Help.run)
+            print(CommandCatalog.run.fullHelp)
             return .success
         }
         if let extra = arguments.positional.first { throw UsageError("unexpected argument \(extra) (roots are given with --root)") }
@@ -65,7 +65,13 @@ enum RunCommand {
         for root in config.roots {
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
-                throw UsageError(FileManager.default.fileExists(atPath: root.path) ? "root \(root.path) is not a directory" : "root \(root.path) does not exist")
+                let what = FileManager.default.fileExists(atPath: root.path) ? "is not a folder" : "does not exist"
+                // A root the config file names is the config's error, with its line (78); one given by
+                // --root is the command line's (64).
+                if let line = root.line, let file = arguments.value("config") ?? resolved.configPath {
+                    throw UsageError("\(file):\(line): [root \(root.name)]: the folder \(root.path) \(what) (make it, or fix path =)", code: .config)
+                }
+                throw UsageError("--root \(root.path): the folder \(what)")
             }
         }
         var token: String?

@@ -9,19 +9,27 @@ import SinkiSupport
 /// server from its commit on.
 enum ServeAccounts {
     /// The arguments of `serve NOUN ACTION OPERANDS...`; nil when `--help` was asked for (and printed).
-    private static func command(_ words: [String], noun: String, actions: String) throws(UsageError)
+    private static func command(_ words: [String], noun: String) throws(UsageError)
         -> (arguments: Arguments, action: String, operands: [String])? {
         let arguments = try Arguments(words, CommandCatalog.serve)
         if arguments.has("help") {
-            print(Help.serve)
+            print(CommandCatalog.serve.fullHelp)
             return nil
         }
-        guard let action = arguments.positional.first else { throw UsageError("serve \(noun) needs \(actions) (see sinkid help serve \(noun))") }
+        let actions = CommandCatalog.serve.subcommands.first { $0.noun == noun }?.actions ?? []
+        guard let action = arguments.positional.first else {
+            throw UsageError("serve \(noun) needs \(CommandCatalog.serve.actionList(noun)) (see sinkid help serve)")
+        }
+        guard actions.contains(action) else {
+            var message = "serve \(noun) takes \(CommandCatalog.serve.actionList(noun)), not \(action)"
+            if let guess = nearest(action, in: actions) { message += "; did you mean \(guess)?" }
+            throw UsageError(message)
+        }
         return (arguments, action, Array(arguments.positional.dropFirst()))
     }
 
     static func token(_ words: [String]) throws(UsageError) -> ExitCode {
-        guard let (arguments, action, operands) = try command(words, noun: "token", actions: "add, list or revoke") else { return .success }
+        guard let (arguments, action, operands) = try command(words, noun: "token") else { return .success }
         let store = try open(arguments)
         defer { store.close() }
         switch action {
@@ -65,12 +73,12 @@ enum ServeAccounts {
             }
             return .success
         default:
-            throw UsageError("serve token takes add, list or revoke, not \(action)")
+            throw UsageError("bug: serve token \(action) is in the command table but not here", code: .software)
         }
     }
 
     static func user(_ words: [String]) throws(UsageError) -> ExitCode {
-        guard let (arguments, action, operands) = try command(words, noun: "user", actions: "list, quota or remove") else { return .success }
+        guard let (arguments, action, operands) = try command(words, noun: "user") else { return .success }
         let store = try open(arguments)
         defer { store.close() }
         switch action {
@@ -115,7 +123,7 @@ enum ServeAccounts {
             Output.line("removed user \(name): tokens revoked, records, \(blobs) upload(s)\(chunks ? " and their chunks" : "") deleted")
             return .success
         default:
-            throw UsageError("serve user takes list, quota or remove, not \(action)")
+            throw UsageError("bug: serve user \(action) is in the command table but not here", code: .software)
         }
     }
 

@@ -14,7 +14,7 @@ enum ServeCommand {
         }
         let arguments = try Arguments(words, CommandCatalog.serve)
         if arguments.has("help") {
-            print(Help.serve)
+            print(CommandCatalog.serve.fullHelp)
             return .success
         }
         if let extra = arguments.positional.first { throw UsageError("unexpected argument \(extra) (serve token or serve user for the accounts)") }

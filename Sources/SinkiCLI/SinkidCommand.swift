@@ -54,7 +54,7 @@ public enum SinkidCommand {
             case "upload": return try UploadCommand.run(words).rawValue
             case "help":
                 let arguments = try Arguments(words, CommandCatalog.help)
-                if arguments.has("help") { print(Help.helpCommand); return 0 }
+                if arguments.has("help") { print(CommandCatalog.help.fullHelp); return 0 }
                 guard let topic = arguments.positional.first else { print(Help.overview); return 0 }
                 guard let text = Help.command(topic) else { throw UsageError(unknownCommand(topic)) }
                 print(text)

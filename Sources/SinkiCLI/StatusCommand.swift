@@ -12,7 +12,7 @@ enum StatusCommand {
     static func run(_ words: [String]) throws(UsageError) -> ExitCode {
         let arguments = try Arguments(words, CommandCatalog.status)
         if arguments.has("help") {
-            print(Help.status)
+            print(CommandCatalog.status.fullHelp)
             return .success
         }
         if let extra = arguments.positional.first { throw UsageError("unexpected argument \(extra)") }
@@ -36,7 +36,7 @@ enum StatusCommand {
             if json {
                 Output.json(report.json)
             } else {
-                var text = StatusRenderer(colour: Output.isTerminal).render(report)
+                var text = StatusRenderer(colour: Output.isTerminal, width: Output.terminalColumns).render(report)
                 // Home and clear to the end, then draw: the previous report is replaced in place.
                 if redraw { text = "\u{1B}[H\u{1B}[J" + text }
                 Output.line(text)

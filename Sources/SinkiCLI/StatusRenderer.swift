@@ -6,6 +6,9 @@ import SinkiSupport
 struct StatusRenderer {
     let colour: Bool
     var barWidth = 24
+    /// The terminal's columns: longer lines are folded between words, the rest indented under their
+    /// start (a terminal folds them mid-word). nil: one line per fact, however long (for scripts).
+    var width: Int?
 
     func render(_ report: StatusReport) -> String {
         let now = report.generatedAt
@@ -45,8 +48,12 @@ struct StatusRenderer {
         if let contact = server.lastContact { out.append("  last contact: \(Format.ago(contact, now: now))") } else if agent.running {
             out.append("  last contact: none yet")
         }
-        if let problem = server.lastError {
-            out.append("  last problem (\(Format.ago(problem.at, now: now))): " + tint("\(problem.level): \(problem.message)", problem.level == "error" ? .red : .yellow))
+        // The last problem logged, unless the state's reason says it already (an outage is one problem,
+        // said once).
+        if let problem = server.lastError, !Self.sameProblem(problem.message, agent.reason) {
+            let times = problem.count > 1 ? ", \(problem.count) times" : ""
+            out.append("  last problem (\(Format.ago(problem.at, now: now))\(times)): "
+                + tint("\(problem.level): \(problem.message)", problem.level == "error" ? .red : .yellow))
         }
 
         out.append("roots:")
@@ -54,7 +61,8 @@ struct StatusRenderer {
         for root in report.roots {
             var line = "  \(root.name)  \(root.path ?? "(folder unknown)")  \(Format.plural(root.files, "file")), \(Format.bytes(root.bytes))"
             if agent.running { line += "  " + paint(root.state) }
-            if let reason = root.reason { line += ": \(reason)" }
+            // A root that is where it is for the agent's reason does not say it again.
+            if let reason = root.reason, reason != agent.reason || !agent.running { line += ": \(reason)" }
             out.append(line)
         }
 
@@ -117,7 +125,56 @@ struct StatusRenderer {
 
         out.append("conflicts: " + (report.conflicts.isEmpty ? "none" : "\(report.conflicts.count) (sinkid resolve PATH --keep local|remote|both)"))
         for conflict in report.conflicts { out += Format.conflict(conflict, now: now).map { "  " + $0 } }
-        return out.joined(separator: "\n")
+        guard let width else { return out.joined(separator: "\n") }
+        return out.flatMap { Self.fold($0, width: width) }.joined(separator: "\n")
+    }
+
+    /// Whether a logged problem (`component: words`) is the problem `reason` states: the same words up
+    /// to the first `;` (what follows says how it goes on: retrying, a count).
+    static func sameProblem(_ logged: String, _ reason: String?) -> Bool {
+        guard let reason else { return false }
+        func head(_ text: Substring) -> Substring { text.prefix { $0 != ";" } }
+        var words = Substring(logged)
+        if let colon = words.firstIndex(of: ":"), !words[..<colon].contains(" ") { words = words[words.index(after: colon)...].drop { $0 == " " } }
+        return head(words) == head(Substring(reason))
+    }
+
+    /// `line` in pieces of at most `width` columns, broken at spaces; the pieces after the first are
+    /// indented four columns past the line's own indent. A word longer than a line is cut.
+    static func fold(_ line: String, width: Int) -> [String] {
+        // The last column stays empty: a terminal that is written to there may wrap on its own.
+        let width = width - 1
+        guard width > 20, Format.columns(line) > width else { return [line] }
+        let lead = line.prefix { $0 == " " }
+        let indent = String(repeating: " ", count: lead.count + 4)
+        var pieces: [String] = []
+        var current = String(lead)
+        for word in line.dropFirst(lead.count).split(separator: " ", omittingEmptySubsequences: false) {
+            let candidate = current.count == lead.count ? current + word : current + " " + word
+            if Format.columns(candidate) <= width || current.trimmingCharacters(in: .whitespaces).isEmpty {
+                current = candidate
+                continue
+            }
+            pieces.append(current)
+            current = indent + word
+        }
+        pieces.append(current)
+        // A word that alone is wider than a line is cut where the line ends.
+        return pieces.flatMap { piece -> [String] in
+            var rest = Substring(piece), out: [String] = []
+            while Format.columns(String(rest)) > width {
+                var cut = rest.startIndex
+                var used = 0
+                while cut < rest.endIndex, used + Format.columns(String(rest[cut])) <= width {
+                    used += Format.columns(String(rest[cut]))
+                    cut = rest.index(after: cut)
+                }
+                out.append(String(rest[..<cut]))
+                rest = Substring(indent) + rest[cut...]
+            }
+            out.append(String(rest))
+            return out
+        }
     }
 
     /// `↑ path  [#####.....] 45%  12.0 MiB of 26.7 MiB (1.0 MiB new)  3.1 MiB/s  5s left` (the bar only on a terminal;

@@ -15,7 +15,7 @@ enum UploadCommand {
     static func run(_ words: [String]) throws(UsageError) -> ExitCode {
         let arguments = try Arguments(words, CommandCatalog.upload)
         if arguments.has("help") {
-            print(Help.upload)
+            print(CommandCatalog.upload.fullHelp)
             return .success
         }
         guard arguments.positional.count == 1, let given = arguments.positional.first else {

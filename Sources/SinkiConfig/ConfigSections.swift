@@ -204,6 +204,8 @@ enum Checks {
     static func rootName(_ name: String) throws(ValueError) {
         guard !name.isEmpty else { throw ValueError("empty") }
         guard name != ".", name != ".." else { throw ValueError("not a folder name") }
+        // The server keeps records every device shares (the conflicts `ask` leaves) under it.
+        guard name != SharedConflict.reservedRoot else { throw ValueError("reserved for sinki's own records (a [root NAME] section names the folder otherwise)") }
         guard !name.contains("/"), !name.contains("\\"), !name.contains("\0") else {
             throw ValueError("a name cannot hold /, \\ or NUL")
         }

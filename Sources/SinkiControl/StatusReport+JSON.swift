@@ -19,6 +19,7 @@ extension StatusReport {
             ("notApplied", notApplied.json),
             ("verify", verify.json),
             ("digest", digest.json),
+            ("progress", progress.json),
         ])
     }
 
@@ -58,6 +59,7 @@ extension StatusReport {
         notApplied = fields.has("notApplied") ? try NotAppliedSummary(try fields.object("notApplied")) : NotAppliedSummary()
         verify = fields.has("verify") ? try VerifySummary(try fields.object("verify")) : VerifySummary()
         digest = fields.has("digest") ? try DigestSummary(try fields.object("digest")) : DigestSummary()
+        progress = fields.has("progress") ? try ProgressSummary(try fields.object("progress")) : ProgressSummary()
     }
 }
 
@@ -87,7 +89,7 @@ extension AgentSummary {
 extension ServerSummary {
     var json: JSONValue {
         let problem: JSONValue = lastError.map {
-            .object([("at", .time($0.at)), ("level", .string($0.level)), ("message", .string($0.message))])
+            .object([("at", .time($0.at)), ("level", .string($0.level)), ("message", .string($0.message)), ("count", .int(Int64($0.count)))])
         } ?? .null
         return .object([("url", .optional(url)), ("embedded", .optional(embedded)), ("reachable", .optional(reachable)),
                         ("lastContact", .time(lastContact)), ("lastError", problem), ("tokenRefused", .optional(tokenRefused)),
@@ -98,7 +100,8 @@ extension ServerSummary {
         var problem: ProblemNote?
         if fields.has("lastError") {
             let note = try fields.object("lastError")
-            problem = ProblemNote(at: try note.time("at"), level: try note.string("level"), message: try note.string("message"))
+            problem = ProblemNote(at: try note.time("at"), level: try note.string("level"), message: try note.string("message"),
+                                  count: note.has("count") ? Int(try note.int("count")) : 1)
         }
         self.init(url: try fields.optionalString("url"), embedded: try fields.optionalBool("embedded"),
                   reachable: try fields.optionalBool("reachable"), lastContact: try fields.optionalTime("lastContact"), lastError: problem,
@@ -184,12 +187,16 @@ extension ConflictEntry {
     /// As `conflicts` and status list it.
     public var json: JSONValue {
         .object([("path", .string(path)), ("remoteDevice", .string(remoteDevice)), ("detectedAt", .time(detectedAt)),
-                 ("local", local.json), ("remote", remote.json)])
+                 ("local", local.json), ("remote", remote.json), ("foundBy", .string(foundBy)), ("shared", .bool(shared))])
     }
 
     init(_ fields: JSONFields) throws(ControlError) {
+        let local = try ConflictVersion(fields.object("local"))
+        // Members added later: an older agent leaves them out.
         self.init(path: try fields.string("path"), remoteDevice: try fields.string("remoteDevice"), detectedAt: try fields.time("detectedAt"),
-                  local: try ConflictVersion(fields.object("local")), remote: try ConflictVersion(fields.object("remote")))
+                  local: local, remote: try ConflictVersion(fields.object("remote")),
+                  foundBy: fields.has("foundBy") ? try fields.string("foundBy") : local.device,
+                  shared: fields.has("shared") ? try fields.bool("shared") : false)
     }
 
     /// Reads the result of `conflicts`: `{"conflicts": […]}`.

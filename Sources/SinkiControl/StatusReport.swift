@@ -24,12 +24,14 @@ public struct StatusReport: Sendable, Equatable {
     public var verify: VerifySummary
     /// The checks of this agent's copy of the server's records against the server's digests.
     public var digest: DigestSummary
+    /// The current runs of sending and applying, for the whole of each.
+    public var progress: ProgressSummary
 
     public init(generatedAt: Int64, agent: AgentSummary, server: ServerSummary, roots: [RootStatus] = [],
                 pending: PendingSummary = PendingSummary(), remote: RemoteSummary = RemoteSummary(),
                 skipped: SkippedSummary = SkippedSummary(), ignored: Int = 0, transfers: [TransferStatus] = [],
                 conflicts: [ConflictEntry] = [], notApplied: NotAppliedSummary = NotAppliedSummary(),
-                verify: VerifySummary = VerifySummary(), digest: DigestSummary = DigestSummary()) {
+                verify: VerifySummary = VerifySummary(), digest: DigestSummary = DigestSummary(), progress: ProgressSummary = ProgressSummary()) {
         self.generatedAt = generatedAt
         self.agent = agent
         self.server = server
@@ -43,6 +45,7 @@ public struct StatusReport: Sendable, Equatable {
         self.notApplied = notApplied
         self.verify = verify
         self.digest = digest
+        self.progress = progress
     }
 }
 
@@ -102,10 +105,13 @@ public struct ProblemNote: Sendable, Equatable {
     /// `warning` or `error`.
     public var level: String
     public var message: String
-    public init(at: Int64, level: String, message: String) {
+    /// Times it was logged in a row.
+    public var count: Int
+    public init(at: Int64, level: String, message: String, count: Int = 1) {
         self.at = at
         self.level = level
         self.message = message
+        self.count = count
     }
 }
 
@@ -305,13 +311,20 @@ public struct ConflictEntry: Sendable, Equatable {
     public var local: ConflictVersion
     /// The other device's (the latest, if more came while it waited).
     public var remote: ConflictVersion
+    /// The device that found the conflict and keeps both versions aside (this one, or another).
+    public var foundBy: String
+    /// Recorded on the server: every device of the user lists it and may settle it.
+    public var shared: Bool
 
-    public init(path: String, remoteDevice: String, detectedAt: Int64, local: ConflictVersion? = nil, remote: ConflictVersion? = nil) {
+    public init(path: String, remoteDevice: String, detectedAt: Int64, local: ConflictVersion? = nil, remote: ConflictVersion? = nil,
+                foundBy: String? = nil, shared: Bool = false) {
         self.path = path
         self.remoteDevice = remoteDevice
         self.detectedAt = detectedAt
         self.local = local ?? ConflictVersion(device: "")
         self.remote = remote ?? ConflictVersion(device: remoteDevice)
+        self.foundBy = foundBy ?? self.local.device
+        self.shared = shared
     }
 }
 

@@ -15,9 +15,17 @@ public struct WaitingConflict: Sendable, Equatable {
     public var remoteTag: Int64
     public var remoteType: String
     public var remoteMode: UInt32
+    /// Its record on the server, which every device of the user lists (`SharedConflict`): 0 while not
+    /// saved yet, the record's tag once saved, `notShared` when it cannot be (another device's record
+    /// holds the path, or the token may not write there). A shared one whose record is gone from the
+    /// server was settled on another device.
+    public var sharedTag: Int64
+
+    /// `sharedTag` of a conflict kept on this device alone.
+    public static let notShared: Int64 = -1
 
     public init(path: String, detectedAt: Int64, local: ConflictVersion, remote: ConflictVersion, remoteTag: Int64, remoteType: String,
-                remoteMode: UInt32) {
+                remoteMode: UInt32, sharedTag: Int64 = 0) {
         self.path = path
         self.detectedAt = detectedAt
         self.local = local
@@ -25,6 +33,7 @@ public struct WaitingConflict: Sendable, Equatable {
         self.remoteTag = remoteTag
         self.remoteType = remoteType
         self.remoteMode = remoteMode
+        self.sharedTag = sharedTag
     }
 
     /// The remote version as a record without content (its bytes are in `remote.copy`).
@@ -44,13 +53,14 @@ extension StateStore {
             local_sha256 TEXT NOT NULL, local_mtime INTEGER NOT NULL, local_copy TEXT,
             remote_device TEXT NOT NULL, remote_deleted INTEGER NOT NULL, remote_size INTEGER NOT NULL,
             remote_sha256 TEXT NOT NULL, remote_mtime INTEGER NOT NULL, remote_copy TEXT,
-            remote_tag INTEGER NOT NULL, remote_type TEXT NOT NULL, remote_mode INTEGER NOT NULL
+            remote_tag INTEGER NOT NULL, remote_type TEXT NOT NULL, remote_mode INTEGER NOT NULL,
+            shared_tag INTEGER NOT NULL DEFAULT 0
         ) WITHOUT ROWID;
         """
 
     static let conflictColumns = """
         path, detected_at, local_device, local_deleted, local_size, local_sha256, local_mtime, local_copy,
-        remote_device, remote_deleted, remote_size, remote_sha256, remote_mtime, remote_copy, remote_tag, remote_type, remote_mode
+        remote_device, remote_deleted, remote_size, remote_sha256, remote_mtime, remote_copy, remote_tag, remote_type, remote_mode, shared_tag
         """
 
     static func readConflict(_ row: Statement) -> WaitingConflict {
@@ -60,15 +70,20 @@ extension StateStore {
                                 copy: row.optionalText(7)),
             remote: ConflictVersion(device: row.text(8), deleted: row.bool(9), size: row.int64(10), sha256: row.text(11), modifiedAt: row.int64(12),
                                  copy: row.optionalText(13)),
-            remoteTag: row.int64(14), remoteType: row.text(15), remoteMode: UInt32(truncatingIfNeeded: row.int64(16)))
+            remoteTag: row.int64(14), remoteType: row.text(15), remoteMode: UInt32(truncatingIfNeeded: row.int64(16)), sharedTag: row.int64(17))
     }
 
     public func saveConflict(_ conflict: WaitingConflict) throws(SQLiteError) {
         let local = conflict.local, remote = conflict.remote
-        try database.run("INSERT OR REPLACE INTO conflicts(\(Self.conflictColumns)) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        try database.run("INSERT OR REPLACE INTO conflicts(\(Self.conflictColumns)) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          conflict.path, conflict.detectedAt, local.device, local.deleted, local.size, local.sha256, local.modifiedAt, local.copy,
                          remote.device, remote.deleted, remote.size, remote.sha256, remote.modifiedAt, remote.copy,
-                         conflict.remoteTag, conflict.remoteType, conflict.remoteMode)
+                         conflict.remoteTag, conflict.remoteType, conflict.remoteMode, conflict.sharedTag)
+    }
+
+    /// Notes the tag of the conflict's record on the server (or `WaitingConflict.notShared`).
+    public func setConflictShared(_ path: String, tag: Int64) throws(SQLiteError) {
+        try database.run("UPDATE conflicts SET shared_tag = ? WHERE path = ?", tag, path)
     }
 
     public func conflict(_ path: String) throws(SQLiteError) -> WaitingConflict? {

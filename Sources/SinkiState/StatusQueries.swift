@@ -58,6 +58,13 @@ public enum StatusQueries {
         return result
     }
 
+    /// The bytes the remote changes still to apply bring, in all (schema 12 on; the agent's own
+    /// database, which it has upgraded).
+    public static func remoteBytes(_ database: SQLiteDatabase) throws -> Int64 {
+        guard try hasTrees(database) else { return 0 }
+        return try database.scalar("SELECT coalesce(sum(remote_bytes), 0) FROM root_totals") ?? 0
+    }
+
     /// Per root name: files present and their bytes, local and remote changes.
     public static func byRoot(_ database: SQLiteDatabase) throws -> [String: (files: Int, bytes: Int64, local: Int, remote: Int)] {
         guard try hasTrees(database) else { return [:] }

@@ -26,6 +26,8 @@ public struct LoggedProblem: Sendable, Equatable {
     public var level: LogLevel
     /// The component and message, as in the line.
     public var message: String
+    /// Times it was logged in a row (the same level and words): a problem that repeats is one problem.
+    public var count = 1
 }
 
 /// One line per event on stderr, with time, level and component; colour only on a terminal.
@@ -96,7 +98,11 @@ public final class Logger: Sendable {
         if lineLevel >= .warning {
             let now = Clock.now()
             let text = message()
-            shared.lastProblem.withLock { $0 = LoggedProblem(at: now, level: lineLevel, message: "\(label): \(text)") }
+            let line = "\(label): \(text)"
+            shared.lastProblem.withLock { last in
+                let again = last.map { $0.level == lineLevel && $0.message == line } ?? false
+                last = LoggedProblem(at: now, level: lineLevel, message: line, count: again ? (last?.count ?? 0) + 1 : 1)
+            }
             emit(lineLevel, text, at: now)
             return
         }

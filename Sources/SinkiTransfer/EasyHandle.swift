@@ -31,6 +31,12 @@ final class EasyHandle {
 
     private let progress: ((Int64, Int64) -> Void)?
     private let tap: HTTPTap?
+    /// The client's rate limits this transfer's body passes through (`RateLimit`), the directions
+    /// paused for them, and the piece set aside for each direction let go from a line.
+    private let sendLimit: RateLimit?
+    private let receiveLimit: RateLimit?
+    private var pausedFor: Set<RateLimit.Direction> = []
+    private var setAside: [RateLimit.Direction: Int] = [:]
     private var lastProgress: (Int64, Int64) = (-1, -1)
 
     /// Set by a callback that aborts the transfer; takes precedence over libcurl's own result code.
@@ -67,8 +73,9 @@ final class EasyHandle {
 
     struct Settings {
         var userAgent: String
-        var maxSendRate: Int64
-        var maxReceiveRate: Int64
+        /// Shared with the client's other transfers (nil: unlimited).
+        var sendLimit: RateLimit?
+        var receiveLimit: RateLimit?
         /// PEM file of certificates to trust instead of the system's.
         var caFile: String?
     }
@@ -79,6 +86,8 @@ final class EasyHandle {
         url = request.url
         self.progress = progress
         self.tap = tap
+        sendLimit = settings.sendLimit
+        receiveLimit = settings.receiveLimit
 
         // Validate and open everything before allocating the libcurl handle.
         for (name, value) in request.headers where name.isEmpty || Self.breaksLine(name) || Self.breaksLine(value) {
@@ -141,12 +150,11 @@ final class EasyHandle {
         if let caFile = settings.caFile { set(CURLOPT_CAINFO, caFile) }
         // Large bodies move in libcurl's largest pieces: 2 MiB file reads instead of 64 KiB, 512 KiB
         // receives into a file instead of 16 KiB, which cut a 1 GiB transfer's system calls 30-fold.
-        // Not under a rate limit: libcurl 7.88 reads up to 100 buffers per wake-up before it checks the
-        // receive limit, and sends a whole buffer before the send limit.
-        if case .file = body, bodyLength >= Self.largeBody, settings.maxSendRate <= 0 {
+        // Not under a rate limit, whose pieces are small so that many transfers take turns.
+        if case .file = body, bodyLength >= Self.largeBody, settings.sendLimit == nil {
             set(CURLOPT_UPLOAD_BUFFERSIZE, 2 << 20)
         }
-        if case .file = sink, settings.maxReceiveRate <= 0 {
+        if case .file = sink, settings.receiveLimit == nil {
             set(CURLOPT_BUFFERSIZE, 512 << 10)
         }
         if request.timeout > 0 { set(CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)) }
@@ -155,8 +163,6 @@ final class EasyHandle {
             set(CURLOPT_LOW_SPEED_LIMIT, 1)
             set(CURLOPT_LOW_SPEED_TIME, max(1, Int(request.stallTimeout.rounded(.up))))
         }
-        if settings.maxSendRate > 0 { setLarge(CURLOPT_MAX_SEND_SPEED_LARGE, settings.maxSendRate) }
-        if settings.maxReceiveRate > 0 { setLarge(CURLOPT_MAX_RECV_SPEED_LARGE, settings.maxReceiveRate) }
 
         // The method and how the body travels.
         let sendsBody = bodyLength > 0 || ["POST", "PUT", "PATCH"].contains(method)
@@ -270,6 +276,8 @@ final class EasyHandle {
 
     /// Completes the awaiting `send` exactly once.
     func finish(_ result: Result<HTTPResponse, TransferError>) {
+        sendLimit?.forget(self)
+        receiveLimit?.forget(self)
         guard let continuation else { return }
         self.continuation = nil
         continuation.resume(returning: result)
@@ -316,12 +324,41 @@ final class EasyHandle {
         return code
     }
 
+    // MARK: Rate limits
+
+    /// The piece set aside for this transfer in `direction` when a limit let it go from its line;
+    /// taken once.
+    func granted(_ direction: RateLimit.Direction) -> Int? {
+        setAside.removeValue(forKey: direction)
+    }
+
+    /// A limit lets this transfer go on in `direction`, `piece` bytes set aside for it. libcurl may
+    /// hand over the piece it kept at once, from inside this call.
+    func resume(_ direction: RateLimit.Direction, setAside piece: Int) {
+        guard pausedFor.remove(direction) != nil, continuation != nil else { return }
+        setAside[direction] = piece
+        let still = (pausedFor.contains(.send) ? Self.pauseSend : 0) | (pausedFor.contains(.receive) ? Self.pauseReceive : 0)
+        let code = curl_easy_pause(raw, still)
+        if code != CURLE_OK { failure = failure ?? .curl(code: Int(code.rawValue), message: "curl_easy_pause failed", url: url) }
+    }
+
+    /// `CURLPAUSE_SEND` and `CURLPAUSE_RECV` (macros Swift does not import).
+    static let pauseSend: Int32 = 1 << 2
+    static let pauseReceive: Int32 = 1 << 0
+
     // MARK: Callbacks
 
     /// CURLOPT_READFUNCTION: the next piece of the body.
     private func readBody(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        let wanted = Int(min(Int64(buffer.count), bodyLength - bodyPosition))
+        var wanted = Int(min(Int64(buffer.count), bodyLength - bodyPosition))
         guard wanted > 0 else { return 0 }
+        if let limit = sendLimit {
+            wanted = min(wanted, RateLimit.piece)
+            guard limit.admit(wanted, for: self) else {
+                pausedFor.insert(.send)
+                return Int(CURL_READFUNC_PAUSE)
+            }
+        }
         switch body {
         case .none:
             return 0
@@ -375,6 +412,10 @@ final class EasyHandle {
 
     /// CURLOPT_WRITEFUNCTION: a piece of the response body. Returning less than given aborts.
     private func receiveBody(_ data: UnsafeRawBufferPointer) -> Int {
+        if let limit = receiveLimit, !limit.admit(data.count, for: self) {
+            pausedFor.insert(.receive)
+            return Int(CURL_WRITEFUNC_PAUSE)
+        }
         if destination == nil {
             destination = chooseDestination()
         }

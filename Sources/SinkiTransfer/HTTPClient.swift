@@ -14,10 +14,25 @@ public final class HTTPClient {
     private let logger: Logger
     private let multi: MultiHandle
 
-    /// Bytes per second per transfer, for transfers started after it is set; 0: unlimited.
-    public var maxSendRate: Int64 = 0
-    /// Bytes per second per transfer, for transfers started after it is set; 0: unlimited.
-    public var maxReceiveRate: Int64 = 0
+    /// Bytes per second sent by all of this client's transfers together (`RateLimit`); 0: unlimited.
+    /// A new rate holds at once for transfers under way; a limit set or lifted holds for those
+    /// started afterwards.
+    public var maxSendRate: Int64 = 0 {
+        didSet { sendLimit = Self.limit(sendLimit, maxSendRate, .send, loop) }
+    }
+    /// Bytes per second received by all of this client's transfers together; 0: unlimited.
+    public var maxReceiveRate: Int64 = 0 {
+        didSet { receiveLimit = Self.limit(receiveLimit, maxReceiveRate, .receive, loop) }
+    }
+    private var sendLimit: RateLimit?
+    private var receiveLimit: RateLimit?
+
+    private static func limit(_ current: RateLimit?, _ rate: Int64, _ direction: RateLimit.Direction, _ loop: EventLoop) -> RateLimit? {
+        guard rate > 0 else { return nil }
+        guard let current else { return RateLimit(bytesPerSecond: rate, direction: direction, loop: loop) }
+        current.update(rate)
+        return current
+    }
     /// Certificates (a PEM file) trusted for `https://` instead of the system's (`[server] ca-file`).
     public var caFile: String?
 
@@ -58,8 +73,14 @@ public final class HTTPClient {
                      isolation: isolated (any Actor)? = #isolation) async throws(TransferError) -> HTTPResponse {
         loop.checkIsolated()
         if Task.isCancelled { throw .cancelled }
-        let settings = EasyHandle.Settings(userAgent: userAgent, maxSendRate: request.maxRate ?? maxSendRate,
-                                           maxReceiveRate: request.maxRate ?? maxReceiveRate, caFile: caFile)
+        var request = request
+        if sendLimit != nil || receiveLimit != nil, request.timeout > 0 {
+            // Under a rate limit a body takes as long as its bytes need at the rate, shared with the
+            // other transfers: what stays bounded is silence.
+            request.stallTimeout = request.stallTimeout > 0 ? max(request.stallTimeout, request.timeout) : request.timeout
+            request.timeout = 0
+        }
+        let settings = EasyHandle.Settings(userAgent: userAgent, sendLimit: sendLimit, receiveLimit: receiveLimit, caFile: caFile)
         let easy = try EasyHandle(request: request, sink: sink, settings: settings, progress: progress, tap: tap)
         let multi = self.multi
         let canceller = Canceller(loop: loop, multi: multi, easy: easy)

@@ -15,13 +15,9 @@ public struct HTTPRequest: Sendable {
     /// Gives up when fewer than one byte per second moved for this many seconds; 0: never. For uploads
     /// and downloads, not for long-polls, which are silent by design.
     public var stallTimeout: Double
-    /// Bytes per second for this transfer, both ways, instead of the client's `maxSendRate` and
-    /// `maxReceiveRate` (parallel parts of one upload share one limit); nil: the client's.
-    public var maxRate: Int64?
 
     public init(method: String = "GET", url: String, headers: [(String, String)] = [], body: HTTPBody = .none,
-                bearerToken: String? = nil, timeout: Double = 0, connectTimeout: Double = 10, stallTimeout: Double = 0,
-                maxRate: Int64? = nil) {
+                bearerToken: String? = nil, timeout: Double = 0, connectTimeout: Double = 10, stallTimeout: Double = 0) {
         self.method = method
         self.url = url
         self.headers = headers
@@ -30,7 +26,6 @@ public struct HTTPRequest: Sendable {
         self.timeout = timeout
         self.connectTimeout = connectTimeout
         self.stallTimeout = stallTimeout
-        self.maxRate = maxRate
     }
 }
 

@@ -23,6 +23,13 @@ public enum SyncError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// What went wrong, without the URL (`TransferError.cause`): the server is named once by whoever
+    /// says it.
+    public var cause: String {
+        if case let .transport(error) = self { return error.cause }
+        return description
+    }
+
     /// The server refused this device's token (401: unknown, revoked or expired; 403: beyond its scope):
     /// nothing sent with it can get through until the token changes.
     public var refusesToken: Bool {
@@ -139,10 +146,9 @@ public final class SyncClient {
     }
 
     /// A chunk's bytes as the server holds them (checked by the caller against the name).
-    public func chunk(_ name: String, maxBytes: Int, maxRate: Int64? = nil, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> [UInt8] {
+    public func chunk(_ name: String, maxBytes: Int, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> [UInt8] {
         var request = request("GET", Routes.chunks + name, timeout: 300)
         request.headers = [("Accept", "application/octet-stream")]
-        request.maxRate = maxRate
         let response: HTTPResponse
         do { response = try await http.send(request, sink: .memory(limit: maxBytes), isolation: isolation) } catch { throw .transport(error) }
         guard (200..<300).contains(response.status) else { throw Self.failure(response, url: request.url) }

@@ -28,19 +28,43 @@ public enum TransferError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .unreachable(let url, let detail): "cannot reach \(url): \(detail)"
-        case .timedOut(let url, let detail): "timed out: \(url): \(detail)"
-        case .connectionLost(let url, let detail): "connection lost: \(url): \(detail)"
+        case .unreachable(let url, _): "cannot reach \(Self.place(url)): \(cause)"
+        case .timedOut(let url, _): "timed out: \(Self.place(url)): \(cause)"
+        case .connectionLost(let url, _): "connection lost: \(Self.place(url)): \(cause)"
+        case .tooLarge(let url, _), .badResponse(let url, _), .curl(_, _, let url): "\(Self.place(url)): \(cause)"
+        case .cancelled, .io, .bodyShrank, .invalidRequest: cause
+        }
+    }
+
+    /// What went wrong without where: libcurl's words for a failed connection, the rest as the
+    /// description says it (status lines and `sinkid status` name the server once, themselves).
+    public var cause: String {
+        switch self {
+        case .unreachable(_, let detail):
+            // "Failed to connect to HOST port P after N ms: Couldn't connect to server (Connection refused)":
+            // the host and port are the server's, named beside this; the system's reason is the news.
+            if detail.hasPrefix("Failed to connect"), detail.hasSuffix(")"), let open = detail.lastIndex(of: "(") {
+                String(detail[detail.index(after: open)..<detail.index(before: detail.endIndex)]).lowercased()
+            } else {
+                detail
+            }
+        case .timedOut(_, let detail), .connectionLost(_, let detail): detail
         case .cancelled: "transfer cancelled"
-        case .tooLarge(let url, let limit): "response from \(url) is larger than the \(limit)-byte limit"
+        case .tooLarge(_, let limit): "the response is larger than the \(limit)-byte limit"
         case .io(let error): error.description
         case .bodyShrank(let path, let expected): "\(path) changed while being sent: it is shorter than the \(expected) bytes announced"
         case .invalidRequest(let detail): "invalid request: \(detail)"
-        case .badResponse(let url, let detail): "unusable response from \(url): \(detail)"
-        case .curl(let code, let message, let url):
-            "\(url): \(message) (libcurl error \(code))"
+        case .badResponse(_, let detail): "unusable response: \(detail)"
+        case .curl(let code, let message, _):
+            "\(message) (libcurl error \(code))"
                 + (isUntrustedCertificate ? "; a self-signed or private CA's certificate is trusted through [server] ca-file (sinkid upload: --ca-file)" : "")
         }
+    }
+
+    /// A URL as messages show it: without its query and fragment, which carry tokens, device names and
+    /// feed positions that make a line long and say nothing to the reader.
+    public static func place(_ url: String) -> String {
+        String(url.prefix { $0 != "?" && $0 != "#" })
     }
 
     /// Whether trying again later may succeed (the network or the server, not the request, failed).

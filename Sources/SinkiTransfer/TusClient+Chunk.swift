@@ -6,7 +6,7 @@ extension TusClient {
     /// Sends one chunk as an upload of its own: its bytes in the creating `POST` (creation-with-upload)
     /// when the server offers it, else in a `PATCH`, each with a checksum when offered (CRC-32 by
     /// preference). A body cut off is finished from the offset `HEAD` gives. Returns the bytes sent.
-    public func uploadChunk(_ chunk: ChunkPayload, maxRate: Int64? = nil, isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> Int64 {
+    public func uploadChunk(_ chunk: ChunkPayload, isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> Int64 {
         let capabilities = try await discover()
         let length = Int64(chunk.bytes.count)
         let metadata = TusMetadata(text: [(Tus.chunkMetadataKey, chunk.ref.sha256)])
@@ -25,9 +25,8 @@ extension TusClient {
                     }
                     offset = min(now, length)
                     if offset == length { return sent }
-                    var patch = request("PATCH", at, headers: headers(for: chunk, from: offset, capabilities) + [("Upload-Offset", String(offset))],
+                    let patch = request("PATCH", at, headers: headers(for: chunk, from: offset, capabilities) + [("Upload-Offset", String(offset))],
                                         body: .bytes(Array(chunk.bytes[Int(offset)...])))
-                    patch.maxRate = maxRate
                     let response = try await send(patch)
                     guard response.isSuccess else { throw Self.failure(response, url: at, step: "sending a chunk") }
                     sent += length - offset
@@ -43,8 +42,7 @@ extension TusClient {
                     headers += self.headers(for: chunk, from: 0, capabilities)
                     body = .bytes(chunk.bytes)
                 }
-                var post = request("POST", server.endpoint, headers: headers, body: body)
-                post.maxRate = maxRate
+                let post = request("POST", server.endpoint, headers: headers, body: body)
                 let response = try await send(post)
                 guard response.status == 201 || response.status == 200, let location = response.header("Location"), !location.isEmpty else {
                     throw Self.failure(response, url: server.endpoint, step: "creating a chunk's upload")
@@ -68,11 +66,10 @@ extension TusClient {
     /// chunk as it is done (its index in `chunks`, the bytes sent for it). Returns the bytes sent in all.
     public func uploadChunks(_ chunks: [ChunkPayload], width: Int, sent: ((_ index: Int, _ bytes: Int64) -> Void)? = nil,
                              isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> Int64 {
-        let rate = options.maxRate > 0 ? max(1, options.maxRate / Int64(max(1, min(width, chunks.count)))) : nil
         if chunks.count <= 1 || width <= 1 {
             var total: Int64 = 0
             for (index, chunk) in chunks.enumerated() {
-                let bytes = try await uploadChunk(chunk, maxRate: rate)
+                let bytes = try await uploadChunk(chunk)
                 total += bytes
                 sent?(index, bytes)
             }
@@ -86,7 +83,7 @@ extension TusClient {
                 func start() {
                     let index = next, chunk = chunks[index]
                     next += 1
-                    group.addTask { [isolation] in (index, try await Self.sendChunk(bound, chunk, maxRate: rate, isolation: isolation)) }
+                    group.addTask { [isolation] in (index, try await Self.sendChunk(bound, chunk, isolation: isolation)) }
                 }
                 while next < min(width, chunks.count) { start() }
                 while let (index, bytes) = try await group.next() {
@@ -104,9 +101,9 @@ extension TusClient {
     }
 
     /// Sends one chunk on the loop; the box is only opened there.
-    private static func sendChunk(_ client: LoopBound<TusClient>, _ chunk: ChunkPayload, maxRate: Int64?,
+    private static func sendChunk(_ client: LoopBound<TusClient>, _ chunk: ChunkPayload,
                                   isolation: isolated (any Actor)?) async throws(TusError) -> Int64 {
-        try await client.value.uploadChunk(chunk, maxRate: maxRate)
+        try await client.value.uploadChunk(chunk)
     }
 
     /// Throws `tooLarge` when the server takes no file of `size` bytes (`Tus-Max-Size`): a file sent

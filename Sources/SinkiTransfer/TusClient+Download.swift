@@ -38,8 +38,7 @@ extension TusClient {
                 var outcome: Result<HTTPResponse, TusError>?
                 let arrived = ByteCount()
                 if have < size {
-                    var request = HTTPRequest(url: url, headers: server.headers, bearerToken: server.bearerToken, stallTimeout: options.stallTimeout)
-                    if options.maxRate > 0 { request.maxRate = options.maxRate }
+                    let request = HTTPRequest(url: url, headers: server.headers, bearerToken: server.bearerToken, stallTimeout: options.stallTimeout)
                     do {
                         outcome = .success(try await send(request, sink: .file(path: temporaryPath, offset: have), progress: progress,
                                                           tap: HTTPTap(received: { offset, bytes in

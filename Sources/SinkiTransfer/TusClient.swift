@@ -26,11 +26,17 @@ public final class TusClient {
     /// offers, in case the server spells that algorithm's digest differently (CRC-32 has variants).
     private var disputedChecksums: Set<Digest.Algorithm> = []
 
+    /// `options.maxRate`, when set, limits `http` as a whole, both ways (`HTTPClient.maxSendRate`):
+    /// the parts of an upload, and whatever else uses that client, share it.
     public init(http: HTTPClient, server: TusServer, options: TusOptions = TusOptions(), logger: Logger) {
         self.http = http
         self.server = server
         self.options = options
         self.logger = logger
+        if options.maxRate > 0 {
+            http.maxSendRate = options.maxRate
+            http.maxReceiveRate = options.maxRate
+        }
     }
 
     // MARK: Discovery
@@ -259,7 +265,6 @@ public final class TusClient {
     /// PATCHes part `index` from its offset to its end, chunk by chunk, retrying what fails.
     private func sendPart(_ index: Int, run: UploadRun, isolation: isolated (any Actor)? = #isolation) async throws(TusError) {
         let sequential = run.state.parts.count == 1
-        let rate = options.maxRate > 0 ? max(1, options.maxRate / Int64(run.state.parts.count)) : nil
         if sequential && options.computeSHA256 && run.hasher == nil && serverGivesSHA256 == false {
             // Bytes an earlier run sent are read once; the rest is hashed as it streams.
             let offset = run.state.parts[0].offset
@@ -302,8 +307,7 @@ public final class TusClient {
                         prefetch = (next, nextLength, algorithm, Self.hashLater(path, start, nextLength, algorithm, continuing: whole), whole)
                     }
                 }
-                var http = request("PATCH", part.url, headers: headers, body: .file(path: run.path, offset: part.start + part.offset, length: length))
-                http.maxRate = rate
+                let http = request("PATCH", part.url, headers: headers, body: .file(path: run.path, offset: part.start + part.offset, length: length))
                 let base = part.offset
                 let tap = algorithm != nil ? nil : run.hasher.map { hasher in HTTPTap(sent: { offset, bytes in hasher.feed(offset, bytes) }) }
                 let response = try await send(http, progress: { done, _ in run.report(part: index, inFlight: done) }, tap: tap)

@@ -56,7 +56,8 @@ public struct TusOptions: Sendable {
     public var retryDelays: [Double] = [0, 1, 3, 5, 10, 30]
     /// Up to this fraction more on each delay, so that many clients do not come back at once.
     public var retryJitter = 0.2
-    /// Bytes per second for the whole file (parallel parts share it); 0: unlimited.
+    /// Bytes per second for the whole client, both ways: set on its `HTTPClient` when the tus client
+    /// is made (parallel parts share it); 0: leaves the HTTP client's own limits.
     public var maxRate: Int64 = 0
     /// Send `Upload-Checksum` with each chunk when the server offers an algorithm (crc32, sha256 or sha1).
     public var checksums = true

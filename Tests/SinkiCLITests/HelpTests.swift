@@ -18,6 +18,62 @@ import Testing
         for flag in spec.flags { #expect(viaHelp.output.contains(flag), "sinkid help \(name) does not mention \(flag)") }
         let short = try sinkid([name, "-h"], in: directory)
         #expect(short.code == 0 && short.output == viaHelp.output)
+        // Every status the command exits with, from the command table (issue 25, item 5).
+        let listed = viaHelp.output.components(separatedBy: "\nexit status:\n").last ?? ""
+        for exit in spec.exits { #expect(listed.contains("  \(exit.code.rawValue)   ") || listed.contains("  \(exit.code.rawValue)    "), "help \(name) does not list \(exit.code.rawValue)") }
+    }
+
+    /// Issue 25, item 5: the statuses seen are the ones listed. Each line runs a real `sinkid` into one
+    /// failure (no agent, no server, a missing file, a port taken ...) and checks the status it exits
+    /// with is the one expected and that the command's help and man page list it.
+    @Test func everyExitStatusSeenIsListedForItsCommand() async throws {
+        let directory = TemporaryDirectory("sinki-exit")
+        let state = directory.child("state")
+        let root = directory.child("root")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let missingRoot = directory.child("missing.conf")
+        try writeFile(missingRoot, "[root Games]\npath = \(directory.child("no-such-folder"))\n")
+        let home = ["HOME": directory.child("home"), "XDG_CONFIG_HOME": directory.child("home/.config"), "XDG_STATE_HOME": directory.child("home/.state")]
+        // A server to refuse things, and a port it holds.
+        let cluster = Cluster("sinki-exit-server")
+        try cluster.startServer()
+        let data = try #require(cluster.serverData)
+        let cases: [(command: String, arguments: [String], code: Int32, says: String)] = [
+            ("run", ["--root", directory.child("no-such-folder"), "--state", state], 64, "--root"),
+            ("run", ["--config", missingRoot, "--state", state], 78, "missing.conf:1: [root Games]: the folder"),
+            ("run", ["--root", root, "--state", state, "--listen", "127.0.0.1:\(cluster.serverPort)"], 69, "embedded server"),
+            ("serve", ["token", "revoke", "nosuchid", "--data", data], 65, "no token nosuchid"),
+            ("serve", ["token", "frobnicate", "--data", data], 64, "serve token takes add, list or revoke"),
+            ("serve", ["--listen", "127.0.0.1:\(cluster.serverPort)", "--data", directory.child("data2")], 69, "cannot serve"),
+            ("status", ["--state", state], 3, "not running"),
+            ("pause", ["--state", state], 3, "no agent"),
+            ("resolve", ["SaveGames/x", "--keep", "local", "--state", state], 3, "no agent"),
+            ("resolve", ["SaveGames/x", "--keep", "mine", "--state", state], 64, "--keep takes local, remote or both"),
+            ("watch", ["--state", state], 64, "watch needs a PATH"),
+            ("upload", [directory.child("none.bin"), "--to", "http://127.0.0.1:\(freePort())/v1/uploads/", "--state", state], 74, "none.bin"),
+            ("upload", [missingRoot, "--to", "http://127.0.0.1:\(freePort())/v1/uploads/", "--state", state, "--attempts", "1"], 69, "cannot reach"),
+            ("upload", [missingRoot, "--to", "http://127.0.0.1:1/", "--token-file", directory.child("no-token")], 78, "token file"),
+            ("completion", ["csh"], 64, "bash, zsh or fish"),
+            ("help", ["frobnicate"], 64, "unknown command"),
+        ]
+        let manual = try ManPageTests.text("packaging/man/sinkid.1")
+        for item in cases {
+            let run = try sinkid([item.command] + item.arguments, in: directory, environment: home, timeout: 60)
+            #expect(run.code == item.code, "sinkid \(item.command) \(item.arguments): \(run.code), not \(item.code): \(run.errors)")
+            #expect((run.errors + run.output).contains(item.says), "sinkid \(item.command): \(run.errors)")
+            let spec = try #require(CommandCatalog.spec(item.command))
+            #expect(spec.exits.contains { $0.code.rawValue == run.code }, "sinkid \(item.command) exits \(run.code), which its help does not list")
+            #expect(ManPageTests.exitStatuses(manual, command: item.command).contains(run.code), "sinkid.1 does not list \(run.code) for \(item.command)")
+        }
+        // Two agents on one state folder: the second exits 75.
+        let first = try ChildProcess(sinkidExecutable(), ["--root", root, "--state", state, "--server", cluster.serverURL, "--token-file",
+                                                         try #require(try cluster.tokenFile(for: "first"))],
+                                     logDirectory: directory.path, label: "first")
+        defer { _ = first.stop() }
+        try await waitUntil("the first agent to scan", timeout: 30) { first.errors.contains("scanned ") }
+        let second = try sinkid(["--root", root, "--state", state, "--server", cluster.serverURL], in: directory)
+        #expect(second.code == 75 && second.errors.contains("already running"), "\(second.errors)")
+        #expect(CommandCatalog.run.exits.contains { $0.code.rawValue == 75 })
     }
 
     @Test(arguments: CommandCatalog.all.map(\.name))
@@ -137,5 +193,33 @@ import Testing
         #expect(try fish("sinkid history --") == ["--json", "--state", "--help"])
         #expect(try fish("sinkid pause --st") == ["--state"])
         #expect(try fish("sinkid completion ") == ["bash", "zsh", "fish"])
+    }
+
+    /// Issue 25, item 9: zsh offers what the command table holds, asked of a real zsh in a real
+    /// terminal (tmux): Tab after `sinkid serve token ` lists its actions, after `sinkid sta` completes
+    /// the command.
+    @Test func zshCompletesCommandsAndServesSubcommandsInATerminal() async throws {
+        let directory = TemporaryDirectory("sinki-zsh")
+        let functions = directory.child("functions"), bin = directory.child("bin")
+        try FileManager.default.createDirectory(atPath: functions, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        try put(functions + "/_sinkid", try sinkid(["completion", "zsh"], in: directory).output)
+        try FileManager.default.createSymbolicLink(atPath: bin + "/sinkid", withDestinationPath: sinkidExecutable())
+        try put(directory.child(".zshrc"), "fpath=(\(functions) $fpath)\npath=(\(bin) /usr/bin /bin)\nautoload -Uz compinit && compinit -u -D\nPS1='%% '\n")
+        func offered(_ line: String, _ expected: [String]) async throws {
+            let terminal = try Terminal(directory, columns: 120, rows: 20, environment: ["HOME": directory.path, "ZDOTDIR": directory.path],
+                                        command: "exec /usr/bin/zsh -d -i")
+            defer { terminal.stop() }
+            try await waitUntil("zsh to prompt", timeout: 20) { try terminal.screen().contains { $0.hasPrefix("%") } }
+            try terminal.send(line, "Tab")
+            try await waitUntil("zsh to offer \(expected) for \"\(line)\"", timeout: 20) {
+                let text = try terminal.screen().joined(separator: "\n")
+                return expected.allSatisfy { text.contains($0) }
+            }
+        }
+        try await offered("sinkid serve token ", ["add", "list", "revoke"])
+        try await offered("sinkid serve user ", ["list", "remove"])
+        try await offered("sinkid sta", ["% sinkid status"])
+        try await offered("sinkid resolve x --ke", ["--keep"])
     }
 }

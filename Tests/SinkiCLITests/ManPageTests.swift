@@ -27,6 +27,23 @@ import Testing
         return out
     }
 
+    /// The statuses the man page's section on `command` lists in its "Exit status:" paragraph.
+    static func exitStatuses(_ text: String, command: String) -> Set<Int32> {
+        let heading = command == "run" ? "sinkid [run]" : "sinkid \(command)"
+        guard let section = subsections(text).first(where: { $0.heading.hasPrefix(heading) })?.body,
+              let paragraph = section.components(separatedBy: "Exit status: ").dropFirst().first?.prefix(while: { $0 != "\n" }) else { return [] }
+        return Set(paragraph.split(separator: ";").compactMap { Int32($0.trimmingCharacters(in: .whitespaces).prefix { $0.isNumber }) })
+    }
+
+    /// Issue 25, item 5: each command's section lists exactly the statuses of the command table.
+    @Test func sinkid1ListsEveryCommandsExitStatuses() throws {
+        let text = try Self.text("packaging/man/sinkid.1")
+        for spec in CommandCatalog.all {
+            #expect(Self.exitStatuses(text, command: spec.name) == Set(spec.exits.map(\.code.rawValue)),
+                    "sinkid.1 on \(spec.name): lists \(Self.exitStatuses(text, command: spec.name).sorted()), the command exits with \(spec.exits.map(\.code.rawValue))")
+        }
+    }
+
     @Test func sinkid1DocumentsEveryCommandAndExactlyItsFlags() throws {
         let sections = Self.subsections(try Self.text("packaging/man/sinkid.1"))
         for spec in CommandCatalog.all {

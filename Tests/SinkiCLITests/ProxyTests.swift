@@ -17,6 +17,26 @@ import Testing
         return (cert, key)
     }
 
+    /// A private CA (its own key and self-signed certificate) and a certificate for 127.0.0.1 it signed,
+    /// as a company's CA would: clients trust the CA's certificate, never the server's own.
+    func privateCA(in directory: TemporaryDirectory) throws -> (ca: String, cert: String, key: String) {
+        let ca = directory.child("ca.crt"), caKey = directory.child("ca.key")
+        let cert = directory.child("server.crt"), key = directory.child("server.key"), request = directory.child("server.csr")
+        let extensions = directory.child("server.ext")
+        try writeFile(extensions, "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n")
+        for (label, arguments) in [
+            ("ca", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", caKey, "-out", ca, "-days", "2", "-subj", "/CN=sinki test CA",
+                    "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"]),
+            ("csr", ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", request, "-subj", "/CN=127.0.0.1"]),
+            ("sign", ["x509", "-req", "-in", request, "-CA", ca, "-CAkey", caKey, "-CAcreateserial", "-out", cert, "-days", "2",
+                      "-extfile", extensions]),
+        ] {
+            let openssl = try ChildProcess("/usr/bin/openssl", arguments, logDirectory: directory.path, label: "openssl-" + label)
+            #expect(openssl.waitForExit(timeout: 30) == 0, "openssl \(label): \(openssl.errors)")
+        }
+        return (ca, cert, key)
+    }
+
     /// nginx on `port` with TLS, passing everything to the sync server on `upstream`.
     func startNginx(_ directory: TemporaryDirectory, port: Int, upstream: Int, cert: String, key: String) throws -> ChildProcess {
         try Nginx.start(directory, port: port, http: """
@@ -43,6 +63,7 @@ import Testing
         // Without the certificate trusted, the proxy is refused: the check is real.
         let untrusted = try cluster.startAgent("c", server: url)
         try await waitUntil("c to fail the TLS check", timeout: 15) { untrusted.errors.contains("SSL") || untrusted.errors.contains("certificate") }
+        #expect(untrusted.errors.contains("[server] ca-file"), "the certificate error names the setting that fixes it: \(untrusted.errors)")
         cluster.stopAgent("c")
 
         try cluster.startAgent("a", server: url, extra: ["--config", config])

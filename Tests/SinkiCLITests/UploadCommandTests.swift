@@ -27,16 +27,18 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: state + "/state.db"))
     }
 
-    /// Issue 25: `sinkid upload` to an https endpoint whose certificate a private CA signed (nginx with a
-    /// self-signed one in front of the server): refused with 78 and a word on --ca-file, then trusted
-    /// through --ca-file, the config's `[server] ca-file` and CURL_CA_BUNDLE alike.
+    /// Issue 25, item 5: `sinkid upload` to an https endpoint whose certificate a private CA signed
+    /// (openssl's, nginx with it in front of the server): refused with 78 and a word on --ca-file, then
+    /// trusted through the CA's certificate given by --ca-file, the config's `[server] ca-file` and
+    /// CURL_CA_BUNDLE alike.
     @Test func anUploadTrustsAPrivateCAThroughItsFlagTheConfigOrCurlsVariable() throws {
         let cluster = Cluster("sinki-upload-ca")
         try cluster.startServer(extra: ["--behind-proxy"])
         let proxy = ProxyTests()
-        let (cert, key) = try proxy.certificate(in: cluster.directory)
+        let (ca, serverCert, key) = try proxy.privateCA(in: cluster.directory)
+        let cert = ca
         let port = freePort()
-        let nginx = try proxy.startNginx(cluster.directory, port: port, upstream: cluster.serverPort, cert: cert, key: key)
+        let nginx = try proxy.startNginx(cluster.directory, port: port, upstream: cluster.serverPort, cert: serverCert, key: key)
         defer { _ = nginx.stop() }
         let file = cluster.directory.child("save.bin")
         try Data(randomData(100_000)).write(to: URL(fileURLWithPath: file))

@@ -199,10 +199,10 @@ import Testing
         try await waitUntil("no longer skipped", timeout: 20) { try Self.skipped(cluster, "b", "SaveGames/labelled.txt") == nil }
     }
 
-    /// An agent's database of schema 12 (trees without attributes) upgrades in place: an attribute set
+    /// An agent's database of schema 13 (trees without attributes) upgrades in place: an attribute set
     /// while that schema ran (its ctime taken in, the attribute not) is read at the start and sent;
     /// nothing else moves.
-    @Test func aStateOfSchemaTwelveUpgradesAndSendsASetfattrItCouldNotSee() async throws {
+    @Test func aStateOfSchemaThirteenUpgradesAndSendsASetfattrItCouldNotSee() async throws {
         let cluster = Cluster("sinki-xattrs-upgrade")
         try cluster.startServer()
         try cluster.startAgent("a")
@@ -212,15 +212,15 @@ import Testing
         try writeFile(cluster.root("a") + "/plain.txt", "no attributes")
         try await cluster.waitForConvergence("a", "b", timeout: 20) { $0.entries.count == 2 }
         #expect(cluster.stopAgent("b") == 0)
-        try Xattrs.set(onB, "user.test", "set under schema 12")
+        try Xattrs.set(onB, "user.test", "set under schema 13")
         let identity = try #require(Xattrs.identity(onB))
-        // Schema 12 as that release made it, its Local entry of tool.txt taken in after the setfattr:
+        // Schema 13 as that release made it, its Local entry of tool.txt taken in after the setfattr:
         // no walk would look at the file again.
-        try cluster.stateScript("b", OldStateSchemas.twelve + """
+        try cluster.stateScript("b", OldStateSchemas.thirteen + """
             UPDATE tree SET l_ctime = \(identity.ctime) WHERE path = 'SaveGames/tool.txt';
             """)
         let b = try cluster.startAgent("b")
-        try await waitUntil("b's attribute on a", timeout: 20) { Xattrs.get(onA, "user.test") == "set under schema 12" }
+        try await waitUntil("b's attribute on a", timeout: 20) { Xattrs.get(onA, "user.test") == "set under schema 13" }
         try await waitUntil("b up to date") { try Self.upToDate(cluster, "b") }
         #expect(Xattrs.identity(onA) != nil && readFile(onA) == "a tool\n")
         #expect(Xattrs.userNames(cluster.root("a") + "/plain.txt").isEmpty && Xattrs.userNames(cluster.root("b") + "/plain.txt").isEmpty)

@@ -80,6 +80,10 @@ import Testing
         Case(text: "[root A]\npath = /x/a\n[root B]\npath = /x/./a", line: 3,
              message: "roots \"A\" and \"B\" are the same folder /x/a (the other root is at line 1)", code: .badRoot),
         Case(text: "[root a/b]\npath = /x", line: 1, message: "bad root name \"a/b\" in [root a/b]: a name cannot hold /, \\ or NUL", code: .badSection),
+        // Issue 25, item 6: the server keeps the conflicts every device lists under `.sinki/`.
+        Case(text: "[root .sinki]\npath = /x", line: 1,
+             message: "bad root name \".sinki\" in [root .sinki]: reserved for sinki's own records (a [root NAME] section names the folder otherwise)",
+             code: .badSection),
         Case(text: "[root My Games]\npath = /x", line: 1,
              message: "[root My Games]: a root has one name; quote a name with spaces, as in [root \"My Games\"]", code: .badSection),
         Case(text: "[merge *.save]\nrule = compare", line: 1, message: "[merge *.save] has rule compare but no command", code: .missingKey),

@@ -48,7 +48,7 @@ import Testing
                 try store.setLocal(path, kind.map { LocalFacts(kind: $0, hash: hash, size: Int64(hash.count), perm: perm) })
             case 1:
                 tag += 1
-                try store.observeRemote([(path, RemoteFacts(tag: tag, kind: kind, hash: hash, perm: perm))])
+                try store.observeRemote([(path, RemoteFacts(tag: tag, kind: kind, hash: hash, size: Int64(hash.count) * 1000 + 7, perm: perm))])
             default:
                 let row = try store.rowOrEmpty(path)
                 // Agreeing on what Remote holds, or on nothing.
@@ -63,6 +63,14 @@ import Testing
             let files = rows.filter { $0.local != nil && $0.local?.kind != .directory }
             let totals = try store.totals(root: "R")
             #expect(totals.files == files.count && totals.bytes == files.reduce(0) { $0 + $1.local!.size }, "after step \(step)")
+            // The bytes still to bring (issue 25, item 7): remote files where Remote differs, with content not on disk.
+            let bringing = rows.filter { row in
+                guard let remote = row.remote, remote.kind == .file, remote.hash != (row.local?.hash ?? "") else { return false }
+                let synced = row.synced
+                return !(remote.tag == (synced?.tag ?? 0) && remote.kind == synced?.kind && remote.hash == (synced?.hash ?? "")
+                    && remote.perm == (synced?.perm ?? 0))
+            }
+            #expect(try StatusQueries.remoteBytes(store.database) == bringing.reduce(0) { $0 + $1.remote!.size }, "after step \(step)")
         }
     }
 
@@ -97,10 +105,10 @@ import Testing
             try store.transaction { _ = try store.observeRemote([("R/big.bin", RemoteFacts(record))]) }
             #expect(try store.row("R/big.bin")?.remote?.incomplete == false)
             // As schema 11 left it: no column (nor what schema 13 added).
-            try store.database.execute(OldStateSchemas.twelve + "ALTER TABLE tree DROP COLUMN r_incomplete; PRAGMA user_version = 11;")
+            try store.database.execute(OldStateSchemas.thirteen + "ALTER TABLE tree DROP COLUMN r_incomplete; PRAGMA user_version = 11;")
         }
         let upgraded = try StateStore(path: path)
-        #expect(upgraded.database.userVersion == 13)
+        #expect(upgraded.database.userVersion == StateStore.schemaVersion)
         #expect(try upgraded.row("R/big.bin")?.remote?.tag == 8)
         #expect(try upgraded.row("R/big.bin")?.remote?.incomplete == false)
     }

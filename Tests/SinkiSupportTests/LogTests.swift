@@ -59,4 +59,17 @@ import Testing
         #expect(written.first?.hasSuffix(#"conflict with laptop\n2026-01-01T00:00:00Z ERROR sinkid: forged\u{1B}[31m\tend\u{2028}"#) == true, "\(written)")
         #expect(written.last?.hasSuffix("café … plain") == true)
     }
+
+    /// The same problem logged again is one problem with a count (status says it once); another
+    /// problem starts a new count.
+    @Test func aRepeatedProblemIsCountedNotRepeated() throws {
+        let directory = TemporaryDirectory("sinki-log")
+        let fd = open(directory.child("log"), O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        defer { close(fd) }
+        let logger = Logger(label: "sinkid", fd: fd)
+        for _ in 0..<3 { logger.child("replica").warning("cannot write \"SaveGames/a\": no space left on device") }
+        #expect(logger.lastProblem?.count == 3 && logger.lastProblem?.message == "replica: cannot write \"SaveGames/a\": no space left on device")
+        logger.error("something else")
+        #expect(logger.lastProblem?.count == 1 && logger.lastProblem?.level == .error)
+    }
 }

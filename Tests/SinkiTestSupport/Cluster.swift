@@ -148,6 +148,23 @@ public final class Cluster: @unchecked Sendable {
         guard process.waitForExit() == 0 else { throw ProcessFailed(label: "sql on the server's store", log: process.errors) }
     }
 
+    /// How many saves the running server's SQLite store has taken in all: the records it holds now and
+    /// the versions they replaced (change tags are drawn from the clock, so their difference counts
+    /// nothing). Read beside the running server, as any reader of its WAL database may.
+    public func serverSaveCount() throws -> Int {
+        guard let data = serverData else { throw ProcessFailed(label: "counting the server's saves", log: "no server data folder") }
+        let script = """
+            import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); \
+            print(c.execute("SELECT (SELECT count(*) FROM records) + (SELECT count(*) FROM versions)").fetchone()[0])
+            """
+        let process = try ChildProcess("/usr/bin/env", ["python3", "-c", script, data + "/records.db"],
+                                       logDirectory: directory.path, label: "server-count-\(UInt64.random(in: 0...UInt64.max))")
+        guard process.waitForExit() == 0, let count = Int(process.output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw ProcessFailed(label: "counting the server's saves", log: process.errors)
+        }
+        return count
+    }
+
     /// The user all the cluster's agents belong to.
     public static let user = "owner"
 
@@ -275,6 +292,26 @@ extension Cluster {
 
     /// The server's records at `prefix` or below (tombstones included), read with curl; with
     /// `withData`, inline content too.
+    /// The change tag the server's feed ends at: every save it took, of every path (sinki's own
+    /// records, such as the conflicts every device lists, included).
+    public func serverFeedEnd() throws -> Int64 {
+        var since = ""
+        while true {
+            let url = serverURL + "/v1/changes?wait=0&limit=1000" + (since.isEmpty ? "" : "&since=" + since)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            process.arguments = ["-sS", "--fail", url] + (try inspectorToken().map { ["-H", "Authorization: Bearer \($0)"] } ?? [])
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            try process.run()
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            guard process.exitStatus() == 0 else { throw ProcessFailed(label: "curl \(url)", log: String(decoding: data, as: UTF8.self)) }
+            let page = try RecordPage.parse(Array(data))
+            since = page.token
+            guard page.more else { return Int64(page.token.split(separator: ".").last ?? "") ?? 0 }
+        }
+    }
+
     public func serverRecords(_ prefix: String = "SaveGames", server: String? = nil, withData: Bool = false) throws -> [Record] {
         var records: [Record] = []
         var after = ""

@@ -12,19 +12,10 @@ struct MissingChunksRoute: Route {
     /// The body: at most `MissingChunksRequest.maxNames` names of 64 hex digits, with room to spare.
     static let bodyLimit = 1 << 20
 
-    func begin(_ request: Request) throws -> BodyPolicy {
-        try request.requireWritable()
-        try request.requireJSON()
-        return .buffer(limit: Self.bodyLimit)
-    }
+    func begin(_ request: Request) throws -> BodyPolicy { try request.writableJSON(limit: Self.bodyLimit) }
 
     func respond(to request: Request) throws -> Reply {
-        let asked: MissingChunksRequest
-        do {
-            asked = try MissingChunksRequest.parse(request.body)
-        } catch {
-            throw Problem(.badJSON, detail: "\(error)")
-        }
+        let asked = try request.decodeBody(MissingChunksRequest.parse)
         guard asked.chunks.count <= MissingChunksRequest.maxNames else {
             throw Problem(.tooLarge, detail: "ask for at most \(MissingChunksRequest.maxNames) chunks at a time; this asks for \(asked.chunks.count)",
                           field: "chunks")

@@ -12,19 +12,10 @@ struct InFlightRoute: Route {
     /// A batch of `InFlightAnnouncement.maxChunks` chunk names, with room to spare.
     static let bodyLimit = 1 << 20
 
-    func begin(_ request: Request) throws -> BodyPolicy {
-        try request.requireWritable()
-        try request.requireJSON()
-        return .buffer(limit: Self.bodyLimit)
-    }
+    func begin(_ request: Request) throws -> BodyPolicy { try request.writableJSON(limit: Self.bodyLimit) }
 
     func respond(to request: Request) throws -> Reply {
-        let announcement: InFlightAnnouncement
-        do {
-            announcement = try InFlightAnnouncement.parse(request.body)
-        } catch {
-            throw Problem(.badJSON, detail: "\(error)")
-        }
+        let announcement = try request.decodeBody(InFlightAnnouncement.parse)
         do {
             _ = try RecordPath(validating: announcement.path)
         } catch {

@@ -108,19 +108,10 @@ struct RestoreRoute: Route {
     let history: HistoryRoutes
     let hub: WaiterHub
 
-    func begin(_ request: Request) throws -> BodyPolicy {
-        try request.requireWritable()
-        try request.requireJSON()
-        return .buffer(limit: 1 << 20)
-    }
+    func begin(_ request: Request) throws -> BodyPolicy { try request.writableJSON(limit: 1 << 20) }
 
     func respond(to request: Request) throws -> Reply {
-        let restore: RestoreRequest
-        do {
-            restore = try RestoreRequest.parse(request.body)
-        } catch {
-            throw Problem(.badJSON, detail: "\(error)")
-        }
+        let restore = try request.decodeBody(RestoreRequest.parse)
         let scope = request.identity.scope
         var paths: [(String, String)] = []
         switch restore.target {

@@ -236,6 +236,23 @@ struct LookupRoute: Route {
 }
 
 extension Request {
+    /// How a route that writes takes a small JSON body: a token that may write, `application/json`, and
+    /// at most `limit` bytes buffered.
+    func writableJSON(limit: Int) throws(Problem) -> BodyPolicy {
+        try requireWritable()
+        try requireJSON()
+        return .buffer(limit: limit)
+    }
+
+    /// The buffered body read by `parse`; what it cannot read answers `400 bad-json` with why.
+    func decodeBody<T>(_ parse: ([UInt8]) throws -> T) throws(Problem) -> T {
+        do {
+            return try parse(body)
+        } catch {
+            throw Problem(.badJSON, detail: "\(error)")
+        }
+    }
+
     /// A JSON route's body must be `application/json` (parameters such as `charset` allowed): 415 otherwise.
     func requireJSON() throws(Problem) {
         let type = header("Content-Type")

@@ -127,8 +127,10 @@ struct MergeDesk {
     /// The `ask` rule: both versions are copied aside into the state folder (`STATE/conflicts/ROOT/…`,
     /// named like conflict copies) and the conflict is recorded; the path is not touched, and it waits
     /// for `sinkid resolve`. A newer remote version replaces the remote side of a conflict already
-    /// waiting. False when the local file changed while it was copied (nothing is recorded then).
-    func keepWaiting(_ job: MergeJob, at local: LocalPath) throws -> Bool {
+    /// waiting. `.changed` when the local file changed while it was copied (nothing is recorded then),
+    /// `.same` when the copy shows it holds the remote version already (a large file not hashed yet: the
+    /// planner could not tell).
+    func keepWaiting(_ job: MergeJob, at local: LocalPath) throws -> Waiting {
         let existing = try store.conflict(job.path.string)
         let now = Clock.now()
         var localSide: ConflictVersion
@@ -138,7 +140,11 @@ struct MergeDesk {
             localSide = ConflictVersion(device: context.device, deleted: false, size: job.local.size, sha256: job.local.hash,
                                         modifiedAt: job.local.mtime, copy: nil)
             if job.local.kind == .file {
-                guard let (copy, id) = try copyLocalAside(job.path, at: local, sha256: job.local.hash, time: now) else { return false }
+                guard let (copy, id) = try copyLocalAside(job.path, at: local, sha256: job.local.hash, time: now) else { return .changed }
+                if job.remoteFacts.kind == .file, id == job.remoteFacts.hash {
+                    unlink(copy)
+                    return .same
+                }
                 localSide.copy = copy
                 localSide.sha256 = id
             }
@@ -157,22 +163,36 @@ struct MergeDesk {
             }
         }
         let waiting = WaitingConflict(path: job.path.string, detectedAt: existing?.detectedAt ?? now, local: localSide, remote: remoteSide,
-                                      remoteTag: remote.tag, remoteType: remote.type, remoteMode: remote.mode)
+                                      remoteTag: remote.tag, remoteType: remote.type, remoteMode: remote.mode, sharedTag: existing?.sharedTag ?? 0)
         try store.saveConflict(waiting)
         if let old = existing?.remote.copy, old != remoteSide.copy { unlink(old) }
         let copies = [localSide.copy, remoteSide.copy].compactMap { $0 }.map(quoted).joined(separator: " and ")
         context.logger.warning("conflict on \(quoted(job.path.string)) with \(remote.device) left for sinkid resolve"
             + (copies.isEmpty ? "" : "; both versions kept aside as \(copies)"))
-        return true
+        return .recorded
     }
 
+    /// What `keepWaiting` did.
+    enum Waiting { case recorded, changed, same }
+
     /// Forgets a waiting conflict that settled itself (the local change went away, or both sides came
-    /// to hold the same version).
+    /// to hold the same version); its record on the server goes too.
     func dropWaiting(_ path: String, why: String) throws {
         guard let waiting = try store.conflict(path) else { return }
-        try store.removeConflict(path)
-        removeCopies(waiting)
+        try forget(waiting)
         context.logger.info("conflict on \(quoted(path)) settled: \(why)")
+    }
+
+    /// Removes a waiting conflict and its copies; the record it shared is to be deleted on the server
+    /// (every other device then stops listing it).
+    func forget(_ waiting: WaitingConflict) throws {
+        try store.transaction {
+            try store.removeConflict(waiting.path)
+            if waiting.sharedTag > 0, let shared = try store.sharedConflict(waiting.path), shared.tag == waiting.sharedTag {
+                try store.settleSharedConflict(waiting.path)
+            }
+        }
+        removeCopies(waiting)
     }
 
     func removeCopies(_ waiting: WaitingConflict) {

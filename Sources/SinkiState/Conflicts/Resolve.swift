@@ -18,7 +18,7 @@ extension Replica {
     /// (checked, like any write, to still be what the Local tree says); `both` keeps the local file as a
     /// conflict copy and writes the remote version at the path. Returns what was written and a line for
     /// people; nil when no conflict waits at `path`.
-    public func resolveWaiting(_ path: String, keep: KeepChoice) throws -> (applied: [AppliedChange], message: String)? {
+    public func resolveWaiting(_ path: String, keep: KeepChoice, by who: String? = nil) throws -> (applied: [AppliedChange], message: String)? {
         guard let waiting = try store.conflict(path) else { return nil }
         guard let local = context.locate(path) else { throw ResolveError("\(quoted(path)) is not below a root synced here") }
         let desk = MergeDesk(context: context)
@@ -36,6 +36,7 @@ extension Replica {
             try store.transaction {
                 try store.setSynced(path, SyncedFacts(remote))
                 try store.removeConflict(path)
+                try settleShared(waiting)
             }
             message = "kept this machine's version of \(quoted(path)); it goes to the server over the one from \(remote.device)"
         case .remote, .both:
@@ -60,12 +61,15 @@ extension Replica {
             if case let .failed(failure) = results[0] { throw ResolveError("cannot write \(quoted(context.diskPath(local))): \(failure.message)") }
             if case .kept = results[0] { throw ResolveError("\(quoted(context.diskPath(local))) still holds files; nothing was removed") }
             applied = try Outcomes(context: context).record([op], results, failures: &scheduler.failures, inline: &feed.inline).applied
-            try store.removeConflict(path)
+            try store.transaction {
+                try store.removeConflict(path)
+                try settleShared(waiting)
+            }
             message = copy.map { "took the version from \(remote.device) for \(quoted(path)); this machine's is kept as \(quoted($0))" }
                 ?? "took the version from \(remote.device) for \(quoted(path))"
         }
         desk.removeCopies(waiting)
-        logger.info("sinkid resolve --keep \(keep.rawValue): \(message)")
+        logger.info("\(who ?? "sinkid resolve --keep \(keep.rawValue)"): \(message)")
         return (applied, message)
     }
 }

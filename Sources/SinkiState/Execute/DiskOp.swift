@@ -12,12 +12,15 @@ public struct AppliedChange: Sendable, Equatable {
     /// Where it is on this machine.
     public var localPath: String
     public var type: String
+    /// The content written, in bytes (0 for a delete, a folder, a chmod): what a download's totals count.
+    public var bytes: Int64
 
-    public init(path: String, event: Event, localPath: String, type: String) {
+    public init(path: String, event: Event, localPath: String, type: String, bytes: Int64 = 0) {
         self.path = path
         self.event = event
         self.localPath = localPath
         self.type = type
+        self.bytes = bytes
     }
 }
 

@@ -43,8 +43,10 @@ struct Outcomes {
                     report.done.append(op.recordPath)
                     if var event = op.event {
                         if context.keptAside.remove(op.recordPath) != nil, event == .changed { event = .conflict }
+                        var written: Int64 = 0
+                        if case .write = op.action { written = op.remote?.size ?? stat?.size ?? 0 }
                         report.applied.append(AppliedChange(path: op.recordPath, event: event, localPath: context.diskPath(op.path),
-                                                            type: op.remote?.type ?? Record.defaultType))
+                                                            type: op.remote?.type ?? Record.defaultType, bytes: written))
                     }
                     if let remote = op.remote, op.agree != nil, case let .write(content) = op.action {
                         if case let .bytes(bytes) = content { bases.append((op.recordPath, remote, bytes)) } else { bases.append((op.recordPath, remote, nil)) }

@@ -30,6 +30,8 @@ public struct StepOptions: Sendable {
     public var uploadSlots = 4
     /// Downloads and look-ups that may start now.
     public var fetchSlots = 8
+    /// Of those, large files' downloads (`[transfer] parallel`: files built at once).
+    public var downloadSlots = 4
     /// Roots stopped for safety: their paths wait.
     public var excludingRoots: Set<RootID> = []
     public init() {}

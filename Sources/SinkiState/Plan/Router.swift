@@ -12,6 +12,7 @@ struct Router {
     let options: StepOptions
     /// Downloads and chunk uploads this round may still start.
     private var fetchSlots: Int
+    private var downloadSlots: Int
     private var uploadSlots: Int
     private var store: StateStore { context.store }
     private var logger: Logger { context.logger }
@@ -21,6 +22,7 @@ struct Router {
         self.feed = feed
         self.options = options
         fetchSlots = options.fetchSlots
+        downloadSlots = options.downloadSlots
         uploadSlots = options.uploadSlots
     }
 
@@ -122,8 +124,9 @@ struct Router {
         if remote.assetID != nil {
             if let asset = try context.asset(of: remote) {
                 if context.hasDownload(asset) { return .ready(.download(asset)) }
-                guard fetchSlots > 0 else { return nil }
+                guard fetchSlots > 0, downloadSlots > 0 else { return nil }
                 fetchSlots -= 1
+                downloadSlots -= 1
                 if mkdir(context.downloadsDirectory, 0o700) != 0 && errno != EEXIST {
                     throw SystemError("mkdir", errno: errno, path: context.downloadsDirectory)
                 }

@@ -11,6 +11,12 @@ final class FeedReader {
     var inline = InlineContent()
     /// Records whose path can be no path here, named once each in the log.
     var refused = PathSet()
+    /// A conflict record changed or went: waiting conflicts are looked at for one settled elsewhere
+    /// (and once at start).
+    var sharedConflictsChanged = true
+    /// The tags of conflict records' tombstones read (by the conflict's path): a new record at a path
+    /// bases on it. In memory: after a restart the server's answer tells it again.
+    var conflictTombstones: [PathKey: Int64] = [:]
 
     init(context: ReplicaContext) { self.context = context }
 
@@ -22,7 +28,12 @@ final class FeedReader {
     func ingest(_ records: [Record], token: String?, exactly: Bool = false) throws -> [String] {
         var kept: [(path: String, facts: RemoteFacts)] = []
         var latest: [PathKey: Record] = [:]
-        for record in records {
+        var conflicts: [PathKey: Record] = [:]
+        for record in records where SharedConflict.isReserved(record.path) {
+            if let seen = conflicts[PathKey(record.path)], seen.changeTag >= record.changeTag { continue }
+            conflicts[PathKey(record.path)] = record
+        }
+        for record in records where !SharedConflict.isReserved(record.path) {
             guard let path = validated(record) else { continue }
             if let seen = latest[PathKey(path.string)], seen.changeTag >= record.changeTag { continue }
             latest[PathKey(path.string)] = record
@@ -47,6 +58,7 @@ final class FeedReader {
                 if let asset = record.asset, let chunks = asset.chunks { try store.saveManifest(asset.id, chunks: chunks, held: false) }
                 if let data = record.data { inline.keep(path, tag: record.changeTag, data: data) }
             }
+            try observeConflicts(conflicts.values)
             if let token { try store.setMeta(MetaKey.feedToken, token) }
             return changed
         }
@@ -75,6 +87,18 @@ final class FeedReader {
             out.append((path, RemoteFacts(record)))
         }
         return out
+    }
+
+    /// Conflict records (`SharedConflict`) of roots synced here, into `shared_conflicts`: what every
+    /// device of the user lists, and what tells a device that found a conflict it was settled elsewhere.
+    private func observeConflicts(_ records: some Collection<Record>) throws {
+        for record in records {
+            guard let path = SharedConflict.conflictPath(of: record.path), let root = PathText.firstComponent(path),
+                  context.rootIndex[root] != nil else { continue }
+            try store.observeSharedConflict(path, SharedConflictRow(record, seenAt: Clock.now()))
+            if record.deleted { conflictTombstones[PathKey(path)] = record.changeTag }
+            sharedConflictsChanged = true
+        }
     }
 
     /// The path of a record that may be taken in: valid, and in a root synced here.

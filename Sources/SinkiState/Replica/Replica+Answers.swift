@@ -127,8 +127,15 @@ extension Replica {
             // The local version stays and goes to the server based on the remote one.
             try store.setSynced(job.path.string, SyncedFacts(job.remoteFacts))
         case .ask:
-            if try desk.keepWaiting(job, at: local) {
+            switch try desk.keepWaiting(job, at: local) {
+            case .recorded:
                 applied.append(AppliedChange(path: job.path.string, event: .conflict, localPath: context.diskPath(local), type: type))
+            case .same:
+                // Both hold the same bytes: agreed on the remote version (the local file's name comes with its next read).
+                logger.info("\(quoted(job.path.string)) holds the version from \(job.remoteFacts.device) already: no conflict")
+                try store.setSynced(job.path.string, SyncedFacts(job.remoteFacts))
+            case .changed:
+                break
             }
         }
         return applied

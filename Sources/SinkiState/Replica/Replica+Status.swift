@@ -29,6 +29,8 @@ public struct ReplicaStatus: Sendable {
     public var refused: [FailedPath] = []
     public var refusedCount = 0
     public var toApplyCount = 0
+    /// The bytes those bring (files whose content is not here).
+    public var toApplyBytes: Int64 = 0
     /// Paths not synced whole, with why (names that cannot be record paths, special files, extended
     /// attributes not sent or not kept).
     public var skipped: [(path: String, reason: String)] = []
@@ -62,6 +64,7 @@ extension Replica {
         let counts = try StatusQueries.counts(database)
         facts.pendingCount = counts.local
         facts.toApplyCount = counts.remote
+        facts.toApplyBytes = try StatusQueries.remoteBytes(database)
         facts.refused = Array(failures.listed(.up).prefix(limit))
         facts.refusedCount = failures.count(.up)
         facts.notApplied = Array(failures.listed(.down).prefix(limit))
@@ -71,7 +74,9 @@ extension Replica {
         for (path, reason) in observer.xattrsLeftOut { skipped[path] = skipped[path].map { $0 + "; " + reason } ?? reason }
         for (path, reason) in unkept.entries { skipped[path] = skipped[path].map { $0 + "; " + reason } ?? reason }
         facts.skipped = skipped.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.prefix(limit).map { ($0.key, $0.value) }
-        facts.skippedCount = Set(observer.skipped.keys).union(observer.xattrsLeftOut.keys).count + unkept.count
+        // A path both observed and with attributes not kept counts once.
+        let observed = Set(observer.skipped.keys).union(observer.xattrsLeftOut.keys)
+        facts.skippedCount = observed.count + unkept.count - (try observed.filter { try store.hasUnkeptXattrs($0) }.count)
         facts.ignoredCount = observer.ignoredCounts.values.reduce(0, +)
         facts.feedToken = try StatusQueries.feed(database).token
         facts.inFlight = scheduler.inFlight.count

@@ -11,8 +11,17 @@ extension Replica {
     /// once its outcome is recorded (`acknowledge`, `fetched`, `uploadEnded`, `carryOut`).
     public func step(_ options: StepOptions) throws -> Step {
         var step = Step()
+        var settledElsewhere = 0
+        if feed.sharedConflictsChanged {
+            feed.sharedConflictsChanged = false
+            let writes = store.treeWrites
+            step.applied += try settleFromElsewhere()
+            // What that wrote is planned again (the server may hold a newer version than the one kept).
+            settledElsewhere = store.treeWrites - writes
+            step.recorded += settledElsewhere
+        }
         let page = try scheduler.nextPage(limit: options.maxRecords, excludingRoots: options.excludingRoots, remoteOnly: !options.canSend)
-        step.settled = page.settled
+        step.settled = page.settled && settledElsewhere == 0
         if page.planned.isEmpty { return step }
         var round = Round()
         var router = Router(context: context, feed: feed, options: options)

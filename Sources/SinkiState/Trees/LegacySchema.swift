@@ -133,6 +133,7 @@ extension StateStore {
             files = (SELECT count(*) FROM tree WHERE l_kind IS NOT NULL AND l_kind != 1 AND path >= root || '/' AND path < root || '0'),
             bytes = (SELECT coalesce(sum(l_size), 0) FROM tree WHERE l_kind IS NOT NULL AND l_kind != 1 AND path >= root || '/' AND path < root || '0'),
             local_changes = (SELECT count(*) FROM tree WHERE \(localDiffers) AND path >= root || '/' AND path < root || '0'),
-            remote_changes = (SELECT count(*) FROM tree WHERE \(remoteDiffers) AND path >= root || '/' AND path < root || '0');
+            remote_changes = (SELECT count(*) FROM tree WHERE \(remoteDiffers) AND path >= root || '/' AND path < root || '0'),
+            remote_bytes = (SELECT coalesce(sum(\(toFetch("tree"))), 0) FROM tree WHERE \(remoteDiffers) AND path >= root || '/' AND path < root || '0');
         """
 }

@@ -111,35 +111,45 @@ extension StateStore {
     private static func local(_ row: String) -> String { "(\(row).ignored = 0 AND NOT (\(localSame(row + "."))))" }
     private static func remote(_ row: String) -> String { "(\(row).ignored = 0 AND NOT (\(remoteSame(row + "."))))" }
 
+    /// The bytes a row's Remote file brings: its size when Remote differs from Synced with content
+    /// the disk does not hold (a chmod, a delete, a folder or content already here bring none).
+    static func toFetch(_ row: String) -> String {
+        "(CASE WHEN \(remote(row)) AND \(row).r_kind IS 0 AND \(row).r_hash != \(row).l_hash THEN \(row).r_size ELSE 0 END)"
+    }
+
     /// Per root, what `sinkid status` counts (files present and their bytes; paths whose Local, or
-    /// Remote, differs from Synced), kept by triggers in the transaction of every write: a status
-    /// costs a look-up whatever the number of files (issue 15).
+    /// Remote, differs from Synced; the bytes those remote changes bring), kept by triggers in the
+    /// transaction of every write: a status costs a look-up whatever the number of files (issue 15).
     static let rootTotalsSchema = """
         CREATE TABLE IF NOT EXISTS root_totals(
             root TEXT PRIMARY KEY,
             files INTEGER NOT NULL DEFAULT 0,
             bytes INTEGER NOT NULL DEFAULT 0,
             local_changes INTEGER NOT NULL DEFAULT 0,
-            remote_changes INTEGER NOT NULL DEFAULT 0
+            remote_changes INTEGER NOT NULL DEFAULT 0,
+            remote_bytes INTEGER NOT NULL DEFAULT 0
         ) WITHOUT ROWID;
         CREATE TRIGGER IF NOT EXISTS tree_counted_in AFTER INSERT ON tree BEGIN
-            INSERT INTO root_totals(root, files, bytes, local_changes, remote_changes)
-            VALUES(\(rootOf("NEW.path")), \(counted("NEW")), \(counted("NEW")) * NEW.l_size, \(local("NEW")), \(remote("NEW")))
+            INSERT INTO root_totals(root, files, bytes, local_changes, remote_changes, remote_bytes)
+            VALUES(\(rootOf("NEW.path")), \(counted("NEW")), \(counted("NEW")) * NEW.l_size, \(local("NEW")), \(remote("NEW")), \(toFetch("NEW")))
             ON CONFLICT(root) DO UPDATE SET files = files + excluded.files, bytes = bytes + excluded.bytes,
-                local_changes = local_changes + excluded.local_changes, remote_changes = remote_changes + excluded.remote_changes;
+                local_changes = local_changes + excluded.local_changes, remote_changes = remote_changes + excluded.remote_changes,
+                remote_bytes = remote_bytes + excluded.remote_bytes;
         END;
         CREATE TRIGGER IF NOT EXISTS tree_counted_out AFTER DELETE ON tree BEGIN
             UPDATE root_totals SET files = files - \(counted("OLD")), bytes = bytes - \(counted("OLD")) * OLD.l_size,
-                local_changes = local_changes - \(local("OLD")), remote_changes = remote_changes - \(remote("OLD"))
+                local_changes = local_changes - \(local("OLD")), remote_changes = remote_changes - \(remote("OLD")),
+                remote_bytes = remote_bytes - \(toFetch("OLD"))
             WHERE root = \(rootOf("OLD.path"));
         END;
         CREATE TRIGGER IF NOT EXISTS tree_counted_again AFTER UPDATE ON tree
         WHEN \(counted("OLD")) != \(counted("NEW")) OR OLD.l_size != NEW.l_size OR \(local("OLD")) != \(local("NEW"))
-            OR \(remote("OLD")) != \(remote("NEW")) BEGIN
+            OR \(remote("OLD")) != \(remote("NEW")) OR \(toFetch("OLD")) != \(toFetch("NEW")) BEGIN
             UPDATE root_totals SET files = files + \(counted("NEW")) - \(counted("OLD")),
                 bytes = bytes + \(counted("NEW")) * NEW.l_size - \(counted("OLD")) * OLD.l_size,
                 local_changes = local_changes + \(local("NEW")) - \(local("OLD")),
-                remote_changes = remote_changes + \(remote("NEW")) - \(remote("OLD"))
+                remote_changes = remote_changes + \(remote("NEW")) - \(remote("OLD")),
+                remote_bytes = remote_bytes + \(toFetch("NEW")) - \(toFetch("OLD"))
             WHERE root = \(rootOf("NEW.path"));
         END;
         """

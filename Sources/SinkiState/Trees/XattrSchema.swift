@@ -1,12 +1,13 @@
 import SinkiSupport
 
-/// Schema 13: the digest of a file's extended attributes in each tree (`l_xattrs`, `s_xattrs`,
+/// Schema 14: the digest of a file's extended attributes in each tree (`l_xattrs`, `s_xattrs`,
 /// `r_xattrs`), the Remote record's attributes themselves (`r_xattr_data`), the unanswered saves' digests,
 /// and the attributes a write could not keep (`xattrs_unkept`), so that a setfattr alone is a difference
 /// between the trees (issue 25). Before it no tree held attributes, and none were synced.
 enum XattrSchema {
-    /// The columns (empty: no attributes, as every tree held them then).
+    /// The columns (empty: no attributes, as every tree held them then), unless a step before made them.
     static func addColumns(_ database: SQLiteDatabase) throws {
+        guard try database.scalar("SELECT count(*) FROM pragma_table_info('tree') WHERE name = 'l_xattrs'") == 0 else { return }
         try database.execute("""
             ALTER TABLE tree ADD COLUMN l_xattrs TEXT NOT NULL DEFAULT '';
             ALTER TABLE tree ADD COLUMN s_xattrs TEXT NOT NULL DEFAULT '';
@@ -15,7 +16,7 @@ enum XattrSchema {
             """)
     }
 
-    /// From schema 12 with the columns added, in one transaction: the work indexes and the per-root
+    /// From schema 13 (or an older one brought to it) with the columns added, in one transaction: the work indexes and the per-root
     /// counts, whose conditions now include them, made again; the unanswered saves with a digest.
     /// What files hold already is read once at the start (`Replica.setXattrPolicy`: the patterns in use
     /// are not the ones Local was read with), without reading their bytes again.

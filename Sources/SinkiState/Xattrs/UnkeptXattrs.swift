@@ -24,6 +24,11 @@ extension StateStore {
         return names
     }
 
+    /// Whether some attribute was not kept at `path`.
+    func hasUnkeptXattrs(_ path: String) throws -> Bool {
+        try database.scalar("SELECT count(*) FROM xattrs_unkept WHERE path = ?", path) ?? 0 > 0
+    }
+
     /// Records what the last write of `path` could not keep (nil: it kept everything).
     func setUnkeptXattrs(_ path: String, _ shortfall: XattrShortfall?) throws {
         guard let shortfall, !shortfall.names.isEmpty else {
