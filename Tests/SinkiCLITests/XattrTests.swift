@@ -199,6 +199,33 @@ import Testing
         try await waitUntil("no longer skipped", timeout: 20) { try Self.skipped(cluster, "b", "SaveGames/labelled.txt") == nil }
     }
 
+    /// Past the bounds: a file with more attributes than a record carries sends the first 64 by name, and
+    /// is listed as skipped on its own device with the name left out; its bytes and the rest sync. Once it
+    /// is back within them, the last one crosses and the path leaves the list.
+    @Test func attributesPastTheCountAreNotSentAndTheFileIsListedAsSkipped() async throws {
+        let cluster = Cluster("sinki-xattrs-bounds")
+        try cluster.startServer()
+        try cluster.startAgent("a")
+        try cluster.startAgent("b")
+        let onA = cluster.root("a") + "/many.txt", onB = cluster.root("b") + "/many.txt"
+        try writeFile(onA, "many\n")
+        try await waitUntil("the file on b", timeout: 20) { readFile(onB) == "many\n" }
+        let names = (0...ExtendedAttributes.Limits.count).map { "user.n" + String(1000 + $0).dropFirst() }
+        for name in names { try Xattrs.set(onA, name, "v") }
+        let sent = Array(names.prefix(ExtendedAttributes.Limits.count)), over = names[ExtendedAttributes.Limits.count]
+        try await waitUntil("64 attributes on b", timeout: 20) { Xattrs.userNames(onB) == sent }
+        try await waitUntil("many.txt skipped on a", timeout: 20) { try Self.skipped(cluster, "a", "SaveGames/many.txt") != nil }
+        let reason = try #require(try Self.skipped(cluster, "a", "SaveGames/many.txt"))
+        #expect(reason.contains(over) && reason.contains("is not sent"), "\(reason)")
+        #expect(try Self.serverXattrs(cluster, "SaveGames/many.txt")?.names == sent)
+        #expect(readFile(onB) == "many\n" && Xattrs.get(onB, over) == nil)
+        // One fewer: the last fits, and nothing is skipped any more.
+        try Xattrs.remove(onA, names[0])
+        try await waitUntil("\(over) on b", timeout: 20) { Xattrs.get(onB, over) == "v" && Xattrs.get(onB, names[0]) == nil }
+        try await waitUntil("no longer skipped", timeout: 20) { try Self.skipped(cluster, "a", "SaveGames/many.txt") == nil }
+        #expect(try Self.serverXattrs(cluster, "SaveGames/many.txt")?.names == Array(names.dropFirst()))
+    }
+
     /// An agent's database of schema 13 (trees without attributes) upgrades in place: an attribute set
     /// while that schema ran (its ctime taken in, the attribute not) is read at the start and sent;
     /// nothing else moves.
