@@ -8,7 +8,7 @@ import Testing
 /// the bytes moving (the receiving file keeps its inode); only the names `[transfer] xattrs` covers are
 /// read and written, the others a record brings are carried along; what a receiving file system cannot
 /// keep is listed under skipped with the reason while the bytes sync, and never sent back as a removal.
-/// The tests that mount file systems need root, as CI runs.
+/// Every root is on a file system the test mounts (an ext4 image, ramfs): they need root, as CI runs.
 @Suite(.serialized) struct XattrTests {
     /// Above the inline limit: the file travels as chunks.
     static let large = String(repeating: "chunked line\n", count: 40_000)
@@ -65,9 +65,18 @@ import Testing
         return unmount
     }
 
+    /// Puts the roots of agents `names` on ext4 images of their own, which keep user attributes whatever
+    /// the machine's temporary folder is (a tmpfs before Linux 6.6 keeps none).
+    static func attributed(_ cluster: Cluster, _ names: [String]) throws -> () -> Void {
+        let unmounts = try names.map { try ext4(cluster, $0, blockSize: 4096) }
+        return { for unmount in unmounts { unmount() } }
+    }
+
     @Test func aSetfattrAloneCrossesBothWaysAndOnlyTheNamesThePatternCovers() async throws {
         let cluster = Cluster("sinki-xattrs")
         try cluster.startServer()
+        let unmount = try Self.attributed(cluster, ["a", "b"])
+        defer { unmount() }
         // a syncs only names under user.sync; b every user. name (the default).
         let conf = cluster.directory.child("a.conf")
         try writeFile(conf, "[transfer]\nxattrs = user.sync*\n")
@@ -130,6 +139,8 @@ import Testing
     @Test func aFileSystemWithoutUserAttributesListsTheFileAsSkippedWhileItsBytesSync() async throws {
         let cluster = Cluster("sinki-xattrs-ramfs")
         try cluster.startServer()
+        let unmountA = try Self.attributed(cluster, ["a"])
+        defer { unmountA() }
         try cluster.startAgent("a")
         // ramfs keeps no extended attributes at all: every setxattr there answers ENOTSUP.
         let unmount = try Self.mount(cluster, "b", type: "ramfs", options: "mode=0755", source: "sinki-test")
@@ -205,6 +216,8 @@ import Testing
     @Test func attributesPastTheCountAreNotSentAndTheFileIsListedAsSkipped() async throws {
         let cluster = Cluster("sinki-xattrs-bounds")
         try cluster.startServer()
+        let unmount = try Self.attributed(cluster, ["a", "b"])
+        defer { unmount() }
         try cluster.startAgent("a")
         try cluster.startAgent("b")
         let onA = cluster.root("a") + "/many.txt", onB = cluster.root("b") + "/many.txt"
@@ -232,6 +245,8 @@ import Testing
     @Test func aStateOfSchemaThirteenUpgradesAndSendsASetfattrItCouldNotSee() async throws {
         let cluster = Cluster("sinki-xattrs-upgrade")
         try cluster.startServer()
+        let unmount = try Self.attributed(cluster, ["a", "b"])
+        defer { unmount() }
         try cluster.startAgent("a")
         try cluster.startAgent("b")
         let onA = cluster.root("a") + "/tool.txt", onB = cluster.root("b") + "/tool.txt"
