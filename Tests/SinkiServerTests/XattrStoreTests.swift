@@ -63,3 +63,30 @@ private let unlimited = PageLimit(records: 10_000, dataBytes: 1 << 30)
         }
     }
 }
+
+/// Over HTTP: a batch with a record whose attributes break a bound or name another namespace is refused
+/// whole, the field named, and nothing is saved; one within them comes back on the feed as given.
+@Suite struct XattrRouteTests {
+    @Test(arguments: [
+        (#"{"user.ok":"AA==","trusted.x":"AA=="}"#, "not in the user. namespace"),
+        (#"{"security.selinux":"AA=="}"#, "not in the user. namespace"),
+        (#"{"user.big":"\#(String(repeating: "A", count: 87_384))"}"#, "more than 65536 bytes"),
+    ])
+    func aRecordPastTheBoundsIsRefusedNamingTheField(xattrs: String, why: String) throws {
+        let fixture = try ServerFixture()
+        let body = #"{"records": [{"path": "G/ok", "type": "keep-both", "size": 0, "sha256": "", "xattrs": \#(xattrs)}]}"#
+        let response = try fixture.request("POST", "/v1/records/modify", headers: [("Content-Type", "application/json")], body: Array(body.utf8))
+        #expect(response.status == 400)
+        let problem = try response.problem()
+        #expect(problem.code == "bad-json" && problem.detail.contains("xattrs") && problem.detail.contains(why), "\(problem.detail)")
+        #expect(try fixture.changes().records.isEmpty)
+    }
+
+    @Test func attributesWithinTheBoundsComeBackOnTheFeedAsGiven() throws {
+        let fixture = try ServerFixture()
+        var record = fileRecord("G/tagged", "tagged")
+        record.xattrs = XattrStoreTests.tagged
+        #expect(try fixture.modify([record]).count == 1)
+        #expect(try fixture.changes().records.map(\.xattrs) == [XattrStoreTests.tagged])
+    }
+}
