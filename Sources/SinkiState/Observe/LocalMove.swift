@@ -28,7 +28,10 @@ extension LocalObserver {
             for row in moved {
                 guard var local = row.local else { continue }
                 let newPath = toPath + String(decoding: row.path.utf8.dropFirst(fromPath.utf8.count), as: UTF8.self)
-                if row.path == fromPath { local.observe(destination) }
+                // Still the file that left the source (a rename keeps size, mtime, inode and mode): its new
+                // stat is taken in. One written since, in the same breath, keeps its old facts, so the look at
+                // the path that follows reads it rather than take its new stat for the old content.
+                if row.path == fromPath && (local.kind == .directory || local.sameFile(destination)) { local.observe(destination) }
                 if local.kind != .directory { local.type = local.kind == .symlink ? Record.symlinkType : context.typeFor(newPath) }
                 pushCache.move(row.path, to: newPath)
                 if context.moveHints.count > 100_000 { context.moveHints.removeAll() }
