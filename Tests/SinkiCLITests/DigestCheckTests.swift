@@ -157,9 +157,8 @@ import Testing
         link.releaseUp()
         try await waitUntil("a to hold the copy and the server to hold only it", timeout: 60) {
             let live = try cluster.serverRecords().filter { !$0.deleted }.map(\.path)
-            return (try? String(contentsOfFile: cluster.root("a") + "/copy.txt", encoding: .utf8)) == text
-                && live == ["SaveGames/copy.txt"]
-                && statusJSON(cluster, "a")["agent"]?["state"] == .string("up-to-date")
+            let copied = (try? String(contentsOfFile: cluster.root("a") + "/copy.txt", encoding: .utf8)) == text
+            return try copied && live == ["SaveGames/copy.txt"] && statusJSON(cluster, "a")["agent"]?["state"] == .string("up-to-date")
         }
         #expect(!FileManager.default.fileExists(atPath: cluster.root("a") + "/moved.txt"))
         #expect(cluster.agent("a")?.errors.contains("renamed to \"SaveGames/copy.txt\"") == false, "the copy was taken for the rename")
