@@ -184,4 +184,13 @@ extension Arguments {
     init(_ words: [String], _ spec: CommandSpec) throws(UsageError) {
         try self.init(words, valued: spec.valued, boolean: spec.boolean)
     }
+
+    /// `words` parsed against `spec`, or nil when they ask for help: the help (exit statuses
+    /// included) is printed here, so every command answers `--help` and `-h` alike and exits 0.
+    static func orHelp(_ words: [String], _ spec: CommandSpec) throws(UsageError) -> Arguments? {
+        let arguments = try Arguments(words, spec)
+        guard arguments.has("help") else { return arguments }
+        print(spec.fullHelp)
+        return nil
+    }
 }

@@ -4,11 +4,7 @@ import SinkiSupport
 /// command, `serve`'s subcommands and every flag complete, and nothing that does not exist.
 enum CompletionCommand {
     static func run(_ words: [String]) throws(UsageError) -> ExitCode {
-        let arguments = try Arguments(words, CommandCatalog.completion)
-        if arguments.has("help") {
-            print(CommandCatalog.completion.fullHelp)
-            return .success
-        }
+        guard let arguments = try Arguments.orHelp(words, CommandCatalog.completion) else { return .success }
         switch arguments.positional.first {
         case "bash"?: print(bash, terminator: "")
         case "zsh"?: print(zsh, terminator: "")

@@ -9,11 +9,7 @@ import SinkiSupport
 enum ControlCommands {
     static func run(_ name: String, _ words: [String]) throws(UsageError) -> ExitCode {
         guard let spec = CommandCatalog.spec(name) else { throw UsageError("unknown command \(name)") }
-        let arguments = try Arguments(words, spec)
-        if arguments.has("help") {
-            print(spec.fullHelp)
-            return .success
-        }
+        guard let arguments = try Arguments.orHelp(words, spec) else { return .success }
         let request = try request(name, arguments)
         let json = arguments.has("json")
         let state = try stateDirectory(arguments)

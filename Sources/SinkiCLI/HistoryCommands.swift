@@ -14,11 +14,7 @@ import Synchronization
 enum HistoryCommands {
     static func run(_ name: String, _ words: [String]) throws(UsageError) -> ExitCode {
         guard let spec = CommandCatalog.spec(name) else { throw UsageError("unknown command \(name)") }
-        let arguments = try Arguments(words, spec)
-        if arguments.has("help") {
-            print(spec.fullHelp)
-            return .success
-        }
+        guard let arguments = try Arguments.orHelp(words, spec) else { return .success }
         let json = arguments.has("json")
         let job = try job(name, arguments)
         let state = try ControlCommands.stateDirectory(arguments)

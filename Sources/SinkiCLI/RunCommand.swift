@@ -10,11 +10,7 @@ import Synchronization
 /// `sinkid [run] --root PATH...`: the agent in the foreground.
 enum RunCommand {
     static func run(_ words: [String]) throws(UsageError) -> ExitCode {
-        let arguments = try Arguments(words, CommandCatalog.run)
-        if arguments.has("help") {
-            print(CommandCatalog.run.fullHelp)
-            return .success
-        }
+        guard let arguments = try Arguments.orHelp(words, CommandCatalog.run) else { return .success }
         if let extra = arguments.positional.first { throw UsageError("unexpected argument \(extra) (roots are given with --root)") }
         let (configuration, settings) = try resolve(arguments)
         let logger = Logger(label: "sinkid", level: configuration.logLevel)

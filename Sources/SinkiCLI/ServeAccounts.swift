@@ -11,11 +11,7 @@ enum ServeAccounts {
     /// The arguments of `serve NOUN ACTION OPERANDS...`; nil when `--help` was asked for (and printed).
     private static func command(_ words: [String], noun: String) throws(UsageError)
         -> (arguments: Arguments, action: String, operands: [String])? {
-        let arguments = try Arguments(words, CommandCatalog.serve)
-        if arguments.has("help") {
-            print(CommandCatalog.serve.fullHelp)
-            return nil
-        }
+        guard let arguments = try Arguments.orHelp(words, CommandCatalog.serve) else { return nil }
         let actions = CommandCatalog.serve.subcommands.first { $0.noun == noun }?.actions ?? []
         guard let action = arguments.positional.first else {
             throw UsageError("serve \(noun) needs \(CommandCatalog.serve.actionList(noun)) (see sinkid help serve)")

@@ -12,11 +12,7 @@ enum ServeCommand {
         case "user": return try ServeAccounts.user(Array(words.dropFirst()))
         default: break
         }
-        let arguments = try Arguments(words, CommandCatalog.serve)
-        if arguments.has("help") {
-            print(CommandCatalog.serve.fullHelp)
-            return .success
-        }
+        guard let arguments = try Arguments.orHelp(words, CommandCatalog.serve) else { return .success }
         if let extra = arguments.positional.first { throw UsageError("unexpected argument \(extra) (serve token or serve user for the accounts)") }
         for flag in ["device", "prefix", "max-upload", "max-uploads", "expires"] where arguments.value(flag) != nil {
             throw UsageError("--\(flag) is for sinkid serve token add")

@@ -10,11 +10,7 @@ import SinkiSupport
 /// says is pending (exit 3).
 enum StatusCommand {
     static func run(_ words: [String]) throws(UsageError) -> ExitCode {
-        let arguments = try Arguments(words, CommandCatalog.status)
-        if arguments.has("help") {
-            print(CommandCatalog.status.fullHelp)
-            return .success
-        }
+        guard let arguments = try Arguments.orHelp(words, CommandCatalog.status) else { return .success }
         if let extra = arguments.positional.first { throw UsageError("unexpected argument \(extra)") }
         let state = try ControlCommands.stateDirectory(arguments)
         let json = arguments.has("json")

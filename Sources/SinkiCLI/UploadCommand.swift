@@ -13,11 +13,7 @@ import Synchronization
 /// are kept in the state database (`tus_uploads`), written before the first byte goes.
 enum UploadCommand {
     static func run(_ words: [String]) throws(UsageError) -> ExitCode {
-        let arguments = try Arguments(words, CommandCatalog.upload)
-        if arguments.has("help") {
-            print(CommandCatalog.upload.fullHelp)
-            return .success
-        }
+        guard let arguments = try Arguments.orHelp(words, CommandCatalog.upload) else { return .success }
         guard arguments.positional.count == 1, let given = arguments.positional.first else {
             throw UsageError(arguments.positional.isEmpty ? "upload needs a FILE" : "upload takes one FILE, not \(arguments.positional.count)")
         }

@@ -122,6 +122,48 @@ import Testing
         #expect(records.contains("SaveGames/keep/p.txt") && records.contains("SaveGames/moved.txt"))
     }
 
+    /// Two records from one source in one batch, then the source's delete (a peer that sent a file with
+    /// the same bytes as a move of it, beside the real rename: fault suite seed 3). The user deleted the
+    /// source here, unsent: the delete follows the rename, the last mover, and only it; the copy is a
+    /// file of its own and comes down.
+    @Test func aDeleteHereFollowsOnlyTheLastOfTwoMovesFromItsSource() async throws {
+        let cluster = Cluster("sinki-digest-two-movers")
+        try cluster.startServer()
+        let link = try FaultProxy.counting(label: "a-up", targetPort: cluster.serverPort)
+        defer { link.stop() }
+        try cluster.startAgent("a", server: link.url)
+        let text = "one source, two records naming it"
+        try writeFile(cluster.root("a") + "/src.txt", text)
+        try await waitUntil("a to call itself up to date with src.txt sent", timeout: 30) {
+            try cluster.serverRecords().contains { $0.path == "SaveGames/src.txt" && !$0.deleted }
+                && statusJSON(cluster, "a")["agent"]?["state"] == .string("up-to-date")
+        }
+        let source = try #require(try cluster.serverRecords().first { $0.path == "SaveGames/src.txt" && !$0.deleted })
+        // From here a sends nothing (its parked long-poll still answers): its delete stays unsent.
+        link.holdUp(after: link.bytesUp)
+        try FileManager.default.removeItem(atPath: cluster.root("a") + "/src.txt")
+        try await waitUntil("a to see src.txt gone", timeout: 15) {
+            cluster.agent("a")?.errors.contains("observe \"SaveGames/src.txt\": gone") == true
+        }
+        func mover(_ path: String) -> Record {
+            Record(path: path, size: source.size, sha256: source.sha256, mode: source.mode, modifiedAt: source.modifiedAt,
+                   device: "renamer", movedFrom: source.path)
+        }
+        let tombstone = Record(path: source.path, deleted: true, baseTag: source.changeTag, device: "renamer")
+        #expect(try cluster.saveRecords([mover("SaveGames/copy.txt"), mover("SaveGames/moved.txt"), tombstone]) == ["saved", "saved", "saved"])
+        try await waitUntil("a to follow the rename with its delete", timeout: 30) {
+            cluster.agent("a")?.errors.contains("\"SaveGames/src.txt\" was deleted here and renamed to \"SaveGames/moved.txt\"") == true
+        }
+        link.releaseUp()
+        try await waitUntil("a to hold the copy and the server to hold only it", timeout: 60) {
+            let live = try cluster.serverRecords().filter { !$0.deleted }.map(\.path)
+            let copied = (try? String(contentsOfFile: cluster.root("a") + "/copy.txt", encoding: .utf8)) == text
+            return try copied && live == ["SaveGames/copy.txt"] && statusJSON(cluster, "a")["agent"]?["state"] == .string("up-to-date")
+        }
+        #expect(!FileManager.default.fileExists(atPath: cluster.root("a") + "/moved.txt"))
+        #expect(cluster.agent("a")?.errors.contains("renamed to \"SaveGames/copy.txt\"") == false, "the copy was taken for the rename")
+    }
+
     /// A server that loses a record behind the agents' backs (its digests made again from what it
     /// holds, as an upgrade does): each agent's digests differ from it, the descent finds the path,
     /// logs it, counts it, and the file goes to the server again. The one mismatch a test causes on purpose.

@@ -273,59 +273,51 @@ public struct ConvergenceFailed: Error, CustomStringConvertible {
 }
 
 extension Cluster {
+    /// Runs curl against the server as the inspector device (its token, when the cluster has one) and
+    /// returns what it printed; throws with curl's output when it fails.
+    private func curl(_ arguments: [String], label: String) throws -> [UInt8] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        process.arguments = ["-sS", "--fail"] + arguments + (try inspectorToken().map { ["-H", "Authorization: Bearer \($0)"] } ?? [])
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        guard process.exitStatus() == 0 else { throw ProcessFailed(label: label, log: String(decoding: data, as: UTF8.self)) }
+        return Array(data)
+    }
+
     /// Saves `records` at the server as the inspector device would (curl); returns the results' statuses.
     @discardableResult
     public func saveRecords(_ records: [Record]) throws -> [String] {
         let body = directory.child("modify-\(UInt64.random(in: 0...UInt64.max)).json")
         try Data(ModifyRequest(records: records).jsonBytes).write(to: URL(fileURLWithPath: body))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["-sS", "--fail", "-H", "Content-Type: application/json", "--data-binary", "@" + body, serverURL + "/v1/records/modify"]
-            + (try inspectorToken().map { ["-H", "Authorization: Bearer \($0)"] } ?? [])
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        guard process.exitStatus() == 0 else { throw ProcessFailed(label: "curl modify", log: String(decoding: data, as: UTF8.self)) }
-        return try ModifyResponse.parse(Array(data)).results.map(\.status.rawValue)
+        let answer = try curl(["-H", "Content-Type: application/json", "--data-binary", "@" + body, serverURL + "/v1/records/modify"],
+                              label: "curl modify")
+        return try ModifyResponse.parse(answer).results.map(\.status.rawValue)
     }
 
-    /// The server's records at `prefix` or below (tombstones included), read with curl; with
-    /// `withData`, inline content too.
-    /// The change tag the server's feed ends at: every save it took, of every path (sinki's own
+    /// The change tag the server's feed ends at: the last save it took, of any path (sinki's own
     /// records, such as the conflicts every device lists, included).
     public func serverFeedEnd() throws -> Int64 {
         var since = ""
         while true {
             let url = serverURL + "/v1/changes?wait=0&limit=1000" + (since.isEmpty ? "" : "&since=" + since)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            process.arguments = ["-sS", "--fail", url] + (try inspectorToken().map { ["-H", "Authorization: Bearer \($0)"] } ?? [])
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            try process.run()
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            guard process.exitStatus() == 0 else { throw ProcessFailed(label: "curl \(url)", log: String(decoding: data, as: UTF8.self)) }
-            let page = try RecordPage.parse(Array(data))
+            let page = try RecordPage.parse(try curl([url], label: "curl \(url)"))
             since = page.token
             guard page.more else { return Int64(page.token.split(separator: ".").last ?? "") ?? 0 }
         }
     }
 
+    /// The server's records at `prefix` or below (tombstones included), read with curl; with
+    /// `withData`, inline content too.
     public func serverRecords(_ prefix: String = "SaveGames", server: String? = nil, withData: Bool = false) throws -> [Record] {
         var records: [Record] = []
         var after = ""
         while true {
-            let url = (server ?? serverURL) + "/v1/records?limit=10000&path=\(prefix)" + (withData ? "&data=1" : "") + (after.isEmpty ? "" : "&after=" + (after.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? after))
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            process.arguments = ["-sS", "--fail", url] + (try inspectorToken().map { ["-H", "Authorization: Bearer \($0)"] } ?? [])
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            try process.run()
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            guard process.exitStatus() == 0 else { throw ProcessFailed(label: "curl \(url)", log: String(decoding: data, as: UTF8.self)) }
-            let page = try RecordPage.parse(Array(data))
+            let url = (server ?? serverURL) + "/v1/records?limit=10000&path=\(prefix)" + (withData ? "&data=1" : "")
+                + (after.isEmpty ? "" : "&after=" + (after.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? after))
+            let page = try RecordPage.parse(try curl([url], label: "curl \(url)"))
             records += page.records
             guard page.more, let last = page.records.last else { return records }
             after = last.path

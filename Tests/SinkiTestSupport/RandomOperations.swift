@@ -18,9 +18,13 @@ public struct FileOperation: Sendable, CustomStringConvertible {
         /// The inode had no name any more when the harness closed it: something (the agent) put
         /// another file at the path while the harness was writing this one.
         public var orphaned: Bool
+        /// The inode still had a name when the harness closed it, but not at the path: the agent moved
+        /// the file (applying another device's rename) while the harness held it open, so the bytes went
+        /// with it, as an editor's would. Kept if they are anywhere in the root.
+        public var movedAway: Bool
 
-        public init(path: String, size: Int, sha256: String, orphaned: Bool) {
-            (self.path, self.size, self.sha256, self.orphaned) = (path, size, sha256, orphaned)
+        public init(path: String, size: Int, sha256: String, orphaned: Bool, movedAway: Bool = false) {
+            (self.path, self.size, self.sha256, self.orphaned, self.movedAway) = (path, size, sha256, orphaned, movedAway)
         }
     }
 
@@ -48,7 +52,7 @@ public struct FileOperation: Sendable, CustomStringConvertible {
         var text = "#\(index) \(time.split(separator: "T").last ?? "") \(agent) \(kind.rawValue) \(path)"
         if let destination { text += " -> \(destination)" }
         if kind == .bulk { text += " (\(written.count) files)" } else if let version = written.first {
-            text += " [\(version.size) B \(version.sha256.prefix(12))\(version.orphaned ? " ORPHANED" : "")]"
+            text += " [\(version.size) B \(version.sha256.prefix(12))\(version.orphaned ? " ORPHANED" : "")\(version.movedAway ? " MOVED AWAY" : "")]"
         }
         if unchanged { text += " (bytes unchanged: no new version)" }
         if !done { text += " NOT DONE" + (error.map { ": \($0)" } ?? "") }
@@ -409,7 +413,10 @@ public final class RandomOperations: @unchecked Sendable {
         // Read back through this descriptor: the bytes of this inode, whatever is at the path now.
         let content = Self.readAll(fd)
         _ = fstat(fd, &info)
-        operation.written = [FileOperation.Version(path: path, size: content.count, sha256: ContentID.of(content), orphaned: info.st_nlink == 0)]
+        var atPath = stat()
+        let movedAway = info.st_nlink > 0 && (lstat(full, &atPath) != 0 || atPath.st_ino != info.st_ino || atPath.st_dev != info.st_dev)
+        operation.written = [FileOperation.Version(path: path, size: content.count, sha256: ContentID.of(content),
+                                                   orphaned: info.st_nlink == 0, movedAway: movedAway)]
         operation.done = failure == nil
         operation.error = failure
         if before == content {

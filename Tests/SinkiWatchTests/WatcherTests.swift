@@ -59,7 +59,7 @@ func event(_ relative: String, _ mask: Int32, cookie: UInt32 = 0, root: Int = 0)
         try await aggregator.setUp(delay: 50)
         await aggregator.feed([event("done.txt", IN_CREATE), event("done.txt", IN_CLOSE_WRITE), event("open.log", IN_MODIFY)])
         #expect(await aggregator.all.changes.map(\.path.relative) == ["done.txt"])
-        try await waitUntil("the quiet file", timeout: 2) { await aggregator.all.changes.map(\.path.relative).contains("open.log") }
+        try await waitUntil("the quiet file", timeout: 10) { await aggregator.all.changes.map(\.path.relative).contains("open.log") }
         await aggregator.tearDown()
     }
 
@@ -96,7 +96,7 @@ func event(_ relative: String, _ mask: Int32, cookie: UInt32 = 0, root: Int = 0)
         #expect(first.moves.isEmpty)
         #expect(first.changes.map(\.path.relative) == ["notes.txt"])
         // The temporary names are only looked at after the grace period (and are gone by then).
-        try await waitUntil("the grace period", timeout: 2) { await aggregator.all.changes.count >= 3 }
+        try await waitUntil("the grace period", timeout: 10) { await aggregator.all.changes.count >= 3 }
         let later = await aggregator.all.changes.map(\.path.relative)
         #expect(Set(later) == ["notes.txt", "4913", "notes.txt~"])
         await aggregator.tearDown()
@@ -162,7 +162,7 @@ func event(_ relative: String, _ mask: Int32, cookie: UInt32 = 0, root: Int = 0)
         try file.write(Array("hi".utf8))
         _ = file // closed at the end of scope
         var seen: [InotifyEvent] = []
-        try waitUntilSync("events", timeout: 2) {
+        try waitUntilSync("events", timeout: 10) {
             seen += inotify.read()
             return seen.contains { $0.path == path("sub/x.txt") && $0.has(IN_CREATE) }
         }
@@ -208,7 +208,7 @@ func event(_ relative: String, _ mask: Int32, cookie: UInt32 = 0, root: Int = 0)
         let file = try FileDescriptor.open(directory.child(decomposed + "/x"), flags: O_WRONLY | O_CREAT, mode: 0o644)
         _ = file
         var seen: [InotifyEvent] = []
-        try waitUntilSync("the event in the decomposed folder", timeout: 2) {
+        try waitUntilSync("the event in the decomposed folder", timeout: 10) {
             seen += inotify.read()
             return seen.contains { $0.has(IN_CREATE) }
         }

@@ -153,7 +153,10 @@ final class Scheduler {
            // empty file taken for a deleted one went to the server as its rename, and a peer that had
            // deleted the other followed the "rename" with a delete: fault suite seed 7107).
            let source = try hintedSource(of: row.path, local: local) ?? (local.size > 0 ? store.localMoveSource(for: local.node, excluding: row.path) : nil),
-           noMoveFrom[row.path] != source.path {
+           noMoveFrom[row.path] != source.path,
+           // A source the watcher saw renamed to another path is that path's: a guess by content here
+           // would send a second move from it, a copy that peers could take for the rename.
+           context.moveSources[source.path].map({ $0 == row.path }) ?? true {
             state.localMoveSource = try store.entries(of: source)
         }
         let operation = Planner.plan(state)

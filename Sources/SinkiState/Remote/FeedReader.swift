@@ -71,11 +71,20 @@ final class FeedReader {
     /// delete. (A copy leaves its source live: it is a file of its own, and comes down.)
     private func deletesFollowingRenames(_ records: [PathKey: Record]) throws -> [(String, RemoteFacts)] {
         var out: [(String, RemoteFacts)] = []
+        // Of several records naming one source, only the last can be the rename that deleted it: the
+        // others are copies (a peer's guess by content, or a file written with the same bytes), files of
+        // their own that must come down (fault suite seed 3: two moves from one source, both followed,
+        // took a peer's edit with them).
+        var lastMover: [String: Int64] = [:]
+        for record in records.values where !record.deleted {
+            if let source = record.movedFrom { lastMover[source] = max(lastMover[source] ?? record.changeTag, record.changeTag) }
+        }
         // Not for empty files: a rename of one may be a peer's guess by content, and following a wrong
         // guess would delete a file the peer made.
         for (key, record) in records where !record.deleted && record.kind != .directory && record.size > 0 {
             let path = key.string
-            guard let source = record.movedFrom, let tombstone = records[PathKey(source)], tombstone.deleted, tombstone.changeTag > record.changeTag,
+            guard let source = record.movedFrom, lastMover[source] == record.changeTag, try !store.hasLaterMover(from: source, than: record.changeTag),
+                  let tombstone = records[PathKey(source)], tombstone.deleted, tombstone.changeTag > record.changeTag,
                   let row = try store.row(source), row.local == nil, let synced = row.synced, let remote = row.remote else { continue }
             guard let node = RemoteFacts(record).node else { continue }
             let deletedHere = remote.tag == synced.tag && remote.node == synced.node && synced.node == node
