@@ -248,6 +248,13 @@ struct DiskExecutor {
         guard let stat = (try? FileDescriptor.statEntry(parent: directory.raw, parentPath: directory.path, name: name)) ?? nil else {
             return .failed(ApplyFailure(.changedHere, "\(quoted(op.path.relative)) vanished right after its rename"))
         }
+        // Written between the look and the rename (a program's save landing in that instant, seen by the
+        // fault suite on a loaded machine): the file goes back where it was written, and the next round
+        // plans the edit against the peer's rename (the edit stays at its path, the rename's content comes
+        // down). The watcher sees both renames as a program's own and looks at both paths.
+        if !isDirectory && !expect.sameFile(stat) && sinki_rename_noreplace(directory.raw, name, sourceParent.raw, source.name) == 0 {
+            return .failed(ApplyFailure(.changedHere, "\(quoted(source.relative)) was written while it was renamed: put back"))
+        }
         return .done(stat)
     }
 
