@@ -6,6 +6,7 @@
 #include <linux/falloc.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include "CSystemShim.h"
 
 int sinki_syncfs(int fd) { return syncfs(fd); }
@@ -49,3 +50,34 @@ int sinki_start_writeback(int fd, long long offset, long long length) {
 int sinki_open_entry(int dirfd, const char *name) {
     return openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 }
+
+// Extended attributes through /proc/self/fd/N: the f*xattr calls refuse an O_PATH descriptor, and
+// the /proc name reaches the very inode the descriptor holds (the callers check it is a regular file,
+// so no symlink is followed from there).
+static void sinki_fd_path(int fd, char out[32]) { snprintf(out, 32, "/proc/self/fd/%d", fd); }
+
+long sinki_list_xattrs(int fd, char *list, unsigned long size) {
+    char path[32];
+    sinki_fd_path(fd, path);
+    return listxattr(path, list, size);
+}
+
+long sinki_get_xattr(int fd, const char *name, void *value, unsigned long size) {
+    char path[32];
+    sinki_fd_path(fd, path);
+    return getxattr(path, name, value, size);
+}
+
+int sinki_set_xattr(int fd, const char *name, const void *value, unsigned long size) {
+    char path[32];
+    sinki_fd_path(fd, path);
+    return setxattr(path, name, value, size, 0);
+}
+
+int sinki_remove_xattr(int fd, const char *name) {
+    char path[32];
+    sinki_fd_path(fd, path);
+    return removexattr(path, name);
+}
+
+int sinki_path_only_flag(void) { return O_PATH; }

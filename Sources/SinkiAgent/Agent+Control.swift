@@ -180,7 +180,7 @@ extension Agent: ControlHandler {
             pending: PendingSummary(count: pendingCount, refused: facts?.refusedCount ?? 0, changes: changes),
             remote: RemoteSummary(upToDate: caughtUp && !control.paused && overall.pausedRoots.isEmpty && overall.toApply == 0 && (facts?.notAppliedCount ?? 0) == 0
                                   && digestSummary.matched && transfers.moving.isEmpty && overall.inFlight == 0, position: facts?.feedToken),
-            skipped: SkippedSummary(count: facts?.skippedCount ?? 0, paths: facts?.skipped ?? []),
+            skipped: SkippedSummary(count: facts?.skippedCount ?? 0, paths: facts?.skipped.map(\.path) ?? [], reasons: facts?.skipped.map(\.reason) ?? []),
             ignored: facts?.ignoredCount ?? 0,
             transfers: transfers.statuses(),
             // Only the `ask` rule leaves conflicts for `resolve`; every other is settled when found.

@@ -305,6 +305,7 @@ public actor Agent {
             await loadDigestCounts()
             await replica.useUploadEndpoint(serverURL + Routes.uploads)
             await replica.setInlineLimit(configuration.transfer.inlineMax)
+            try await replica.setXattrPolicy(XattrPolicy(patterns: configuration.transfer.xattrs))
             let started = Clock.monotonic()
             var queued = 0
             for index in configuration.roots.indices {

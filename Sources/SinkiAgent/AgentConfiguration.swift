@@ -84,5 +84,7 @@ public struct TransferOptions: Sendable, Equatable {
     public var attempts = 10
     /// Bytes per second per direction; 0: unlimited.
     public var maxRate: Int64 = 0
+    /// Which extended attributes sync (`[transfer] xattrs`); empty: none.
+    public var xattrs = ["user.*"]
     public init() {}
 }

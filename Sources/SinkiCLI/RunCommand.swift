@@ -102,6 +102,7 @@ enum RunCommand {
         configuration.transfer.parallel = config.transfer.parallel
         configuration.transfer.attempts = config.transfer.attempts
         configuration.transfer.maxRate = config.transfer.maxRate ?? 0
+        configuration.transfer.xattrs = config.transfer.xattrs
         configuration.mergeSections = config.mergeSections
         configuration.mergeSettings = config.merge
         configuration.observers = config.observers

@@ -113,8 +113,10 @@ struct StatusRenderer {
         for path in verify.differing.prefix(20) { out.append("  differs  \(path)") }
         if agent.running { out.append(render(report.digest, now: now)) }
 
-        out.append("skipped: \(report.skipped.count)" + (report.skipped.count > 0 ? " (fifos, sockets, devices, names that are not UTF-8)" : ""))
-        for path in report.skipped.paths { out.append("  \(path)") }
+        out.append("skipped: \(report.skipped.count)")
+        for (index, path) in report.skipped.paths.enumerated() {
+            out.append("  \(path)" + (index < report.skipped.reasons.count ? ": \(report.skipped.reasons[index])" : ""))
+        }
         if report.skipped.count > report.skipped.paths.count { out.append("  … and \(report.skipped.count - report.skipped.paths.count) more") }
         out.append("ignored: \(report.ignored)")
 

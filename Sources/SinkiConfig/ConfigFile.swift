@@ -135,6 +135,8 @@ public struct TransferSettings: Sendable, Equatable {
     public var attempts = 10
     /// `max-rate`: bytes per second for uploads and for downloads; nil is unlimited.
     public var maxRate: Int64?
+    /// `xattrs`: which extended attributes sync (globs over names in the `user.` namespace); empty: none.
+    public var xattrs = ["user.*"]
 
     public init() {}
 }

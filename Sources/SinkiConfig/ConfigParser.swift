@@ -74,7 +74,7 @@ enum SectionKind: String, CaseIterable {
         case .server: return ["url", "token-file", "listen", "ca-file"]
         case .agent: return ["device", "log-level", "verify-interval"]
         case .root: return ["path", "ignore"]
-        case .transfer: return ["inline-max", "chunk-size", "parallel", "attempts", "max-rate"]
+        case .transfer: return ["inline-max", "chunk-size", "parallel", "attempts", "max-rate", "xattrs"]
         case .watch: return ["delay", "rescan"]
         case .mergeSettings: return ["timeout", "base-cache"]
         case .mergeRule: return ["rule", "command", "fallback", "keep-loser"]

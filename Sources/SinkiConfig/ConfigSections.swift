@@ -88,6 +88,15 @@ extension SectionReader {
             }
             transfer.maxRate = value == 0 ? nil : value
         }
+        if let patterns = try list("xattrs") {
+            // Only the namespace a file's owner sets syncs: `trusted.`, `security.` and `system.` mean
+            // something to this kernel, and a peer's must never be written here.
+            for pattern in patterns where !pattern.hasPrefix("user.") || pattern.utf8.count > 255 {
+                throw badValue("xattrs", "bad pattern \(quoted(pattern)) for xattrs: a pattern names attributes in the user. namespace, "
+                               + "as in user.* or user.mime_type (an empty value turns them off)")
+            }
+            transfer.xattrs = patterns
+        }
         return transfer
     }
 

@@ -11,7 +11,8 @@ extension StatusReport {
             ("roots", .array(roots.map(\.json))),
             ("pending", pending.json),
             ("remote", remote.json),
-            ("skipped", .object([("count", .int(Int64(skipped.count))), ("paths", .array(skipped.paths.map { .string($0) }))])),
+            ("skipped", .object([("count", .int(Int64(skipped.count))), ("paths", .array(skipped.paths.map { .string($0) })),
+                                 ("reasons", .array(skipped.reasons.map { .string($0) }))])),
             ("ignored", .object([("count", .int(Int64(ignored)))])),
             ("transfers", .array(transfers.map(\.json))),
             ("conflicts", .array(conflicts.map(\.json))),
@@ -42,7 +43,13 @@ extension StatusReport {
             guard case let .string(path) = item else { throw skipped.fail("paths", "expected strings") }
             paths.append(path)
         }
-        self.skipped = SkippedSummary(count: Int(try skipped.int("count")), paths: paths)
+        var reasons: [String] = []
+        // Added after schema 1 was fixed: an older agent leaves it out.
+        for item in skipped.has("reasons") ? try skipped.array("reasons") : [] {
+            guard case let .string(reason) = item else { throw skipped.fail("reasons", "expected strings") }
+            reasons.append(reason)
+        }
+        self.skipped = SkippedSummary(count: Int(try skipped.int("count")), paths: paths, reasons: reasons)
         ignored = Int(try fields.object("ignored").int("count"))
         transfers = []
         for item in try fields.array("transfers") { transfers.append(try TransferStatus(JSONFields(item, what: "status.transfers[]"))) }

@@ -259,9 +259,12 @@ public struct SkippedSummary: Sendable, Equatable {
     public var count: Int
     /// Record paths as far as they can be written, at most `PendingSummary.listed`.
     public var paths: [String]
-    public init(count: Int = 0, paths: [String] = []) {
+    /// Why each of `paths` is skipped, in the same order (empty from an agent that did not say).
+    public var reasons: [String]
+    public init(count: Int = 0, paths: [String] = [], reasons: [String] = []) {
         self.count = count
         self.paths = paths
+        self.reasons = reasons
     }
 }
 

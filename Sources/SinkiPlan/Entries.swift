@@ -41,18 +41,32 @@ public struct FileMode: Sendable, Hashable, CustomStringConvertible {
     public var description: String { String(bits, radix: 8) }
 }
 
+/// A file's extended attributes, as a short digest of the set that syncs (sorted, within the bounds;
+/// empty for none): part of what a file is, so that a `setfattr` alone is a change to sync, as a chmod is.
+public struct XattrDigest: Sendable, Hashable, CustomStringConvertible {
+    public let hex: String
+
+    public init(_ hex: String) { self.hex = hex }
+
+    /// No extended attributes.
+    public static let none = XattrDigest("")
+
+    public var description: String { hex.isEmpty ? "no xattrs" : "xattrs \(hex.prefix(8))" }
+}
+
 /// What one path holds, as far as syncing goes: two nodes are equal exactly when nothing needs to move.
 public enum Node: Sendable, Hashable, CustomStringConvertible {
-    case file(ContentHash, FileMode = .regular)
+    case file(ContentHash, FileMode = .regular, XattrDigest = .none)
     case folder
     case symlink(ContentHash)
 
     public var isFolder: Bool { self == .folder }
 
-    /// Whether two nodes hold the same content and differ at most in their mode (a chmod alone).
+    /// Whether two nodes hold the same content and differ at most in their mode and extended attributes
+    /// (a chmod or a setfattr alone: what sits beside the bytes, never worth a conflict copy).
     public func sameContent(as other: Node) -> Bool {
         switch (self, other) {
-        case let (.file(left, _), .file(right, _)): return left == right
+        case let (.file(left, _, _), .file(right, _, _)): return left == right
         default: return self == other
         }
     }
@@ -67,7 +81,8 @@ public enum Node: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case let .file(hash, mode): return mode == .regular ? "file(\(hash))" : "file(\(hash), \(mode))"
+        case let .file(hash, mode, xattrs):
+            return "file(\(hash)" + (mode == .regular ? "" : ", \(mode)") + (xattrs == .none ? "" : ", \(xattrs)") + ")"
         case .folder: return "folder"
         case let .symlink(hash): return "symlink(\(hash))"
         }

@@ -40,7 +40,7 @@ public enum Planner {
             return pull(state)
         case (true, true):
             // Rows 7-9: both changed. An edit always beats a delete.
-            // A chmod alone is no edit to keep from a delete on the other side.
+            // A chmod or a setfattr alone is no edit to keep from a delete on the other side.
             guard let local else {
                 if let base = synced.node, let remoteNode = remote.node, remoteNode.sameContent(as: base) { return push(state, base: remote.tag) }
                 return pull(state)
@@ -49,12 +49,12 @@ public enum Planner {
                 if let base = synced.node, local.sameContent(as: base) { return pull(state) }
                 return push(state, base: remote.tag)
             }
-            // A chmod alone yields to an edit of the content on the other side: no conflict copy of
-            // bytes nobody changed.
+            // A chmod or a setfattr alone yields to an edit of the content on the other side: no conflict
+            // copy of bytes nobody changed.
             if let base = synced.node {
-                let localModeOnly = local.sameContent(as: base), remoteModeOnly = remoteNode.sameContent(as: base)
-                if localModeOnly && !remoteModeOnly { return pull(state) }
-                if remoteModeOnly && !localModeOnly { return push(state, base: remote.tag) }
+                let localAttributesOnly = local.sameContent(as: base), remoteAttributesOnly = remoteNode.sameContent(as: base)
+                if localAttributesOnly && !remoteAttributesOnly { return pull(state) }
+                if remoteAttributesOnly && !localAttributesOnly { return push(state, base: remote.tag) }
             }
             return settle(state, local: local, remote: remoteNode)
         }
@@ -120,8 +120,8 @@ public enum Planner {
         guard local.sameKind(as: remoteNode), !local.isFolder else {
             return .conflict(.keepLocalAside(path, expecting: local))
         }
-        // The same bytes with two modes: no copy of the same content to keep; the server's mode takes
-        // the path, so every device settles alike.
+        // The same bytes with two modes or two sets of extended attributes: no copy of the same content
+        // to keep; the server's take the path, so every device settles alike.
         if local.sameContent(as: remoteNode) {
             if let parent = state.parent, parent.local?.node != .folder { return .wait(.parentFirst) }
             return .conflict(.overwriteLocal(Download(path: path, remote: remote, expecting: local)))
@@ -193,7 +193,7 @@ public enum Planner {
 
     private static func hash(_ node: Node) -> ContentHash {
         switch node {
-        case let .file(hash, _), let .symlink(hash): return hash
+        case let .file(hash, _, _), let .symlink(hash): return hash
         case .folder: return ContentHash("")
         }
     }

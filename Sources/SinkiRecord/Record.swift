@@ -76,6 +76,8 @@ public struct Record: Sendable, Equatable {
     /// The path this content was renamed from: the server copies the content of the record there,
     /// and a peer that has that file unchanged renames it instead of writing it again.
     public var movedFrom: String?
+    /// Its extended attributes in the `user.` namespace (`xattrs`; empty: none, and the field is left out).
+    public var xattrs = ExtendedAttributes.none
     /// Set by the server on a record whose manifest names a chunk it no longer holds (removed as
     /// damaged): a device that holds the content sends it again; the others wait for that version.
     /// Never stored as sent: the server says it as it answers.
@@ -118,7 +120,8 @@ public struct Record: Sendable, Equatable {
         return copy
     }
 
-    /// Whether two records describe the same content at the same path (ignoring tags and writer).
+    /// Whether two records describe the same content at the same path (ignoring tags, writer, mode and
+    /// extended attributes).
     public func sameContent(as other: Record) -> Bool {
         path == other.path && deleted == other.deleted && kind == other.kind
             && (deleted || (sha256 == other.sha256 && size == other.size))

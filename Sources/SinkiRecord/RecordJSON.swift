@@ -38,6 +38,10 @@ extension Record {
         writer.field("modifiedAt", modifiedAt)
         writer.field("device", device)
         if let movedFrom { writer.field("movedFrom", movedFrom) }
+        if !xattrs.isEmpty {
+            writer.key("xattrs")
+            xattrs.write(to: &writer)
+        }
         writer.endObject()
     }
 
@@ -84,6 +88,7 @@ extension Record {
             case "modifiedAt": record.modifiedAt = try reader.readInt64()
             case "device": record.device = try reader.readString()
             case "movedFrom": record.movedFrom = reader.readNull() ? nil : try reader.readString()
+            case "xattrs": record.xattrs = try ExtendedAttributes.read(from: &reader)
             default: try reader.skipValue()
             }
         }

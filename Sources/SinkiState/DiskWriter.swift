@@ -9,10 +9,12 @@ import SinkiSupport
 enum DiskWriter {
     /// Writes `bytes` as `name` in the directory `parent`; returns the new file's stat.
     /// `expect` is what must still be at `name` (nil: nothing) right before it is replaced, so a
-    /// local edit that lands meanwhile is not overwritten. `willAppear` runs just before the name
+    /// local edit that lands meanwhile is not overwritten. `prepare` runs on the filled file before its
+    /// mode is set (its extended attributes go on there). `willAppear` runs just before the name
     /// appears, with the anonymous file's inode when there is one (its inotify events name it `#INO`).
     static func writeFile(parent: Int32, parentPath: String, name: String, bytes: [UInt8], mode: UInt32, modifiedAt: Int64,
-                          expect: FileStat?, willAppear: (UInt64?) -> Void = { _ in }) throws(SystemError) -> FileStat {
+                          expect: FileStat?, prepare: ((FileDescriptor) -> Void)? = nil,
+                          willAppear: (UInt64?) -> Void = { _ in }) throws(SystemError) -> FileStat {
         let wanted = allowed(mode)
         if expect == nil {
             // A new file: an anonymous inode, filled, then linked under its name. The name appears
@@ -21,7 +23,7 @@ enum DiskWriter {
             let fd = sinki_open_anonymous(parent, O_WRONLY | O_CLOEXEC, wanted)
             if fd >= 0 {
                 let file = FileDescriptor(raw: fd, path: parentPath + "/" + name)
-                try fill(file, bytes: bytes, mode: wanted, modifiedAt: modifiedAt)
+                try fill(file, bytes: bytes, mode: wanted, modifiedAt: modifiedAt, prepare: prepare)
                 let written = try file.stat()
                 willAppear(written.inode)
                 try syscall("link", path: file.path) { linkat(AT_FDCWD, "/proc/self/fd/\(fd)", parent, name, AT_SYMLINK_FOLLOW) }
@@ -39,7 +41,7 @@ enum DiskWriter {
         }
         let file = FileDescriptor(raw: fd, path: parentPath + "/" + temp)
         do {
-            try fill(file, bytes: bytes, mode: wanted, modifiedAt: modifiedAt)
+            try fill(file, bytes: bytes, mode: wanted, modifiedAt: modifiedAt, prepare: prepare)
             let written = try file.stat()
             willAppear(nil)
             try replace(parent: parent, parentPath: parentPath, temp: temp, name: name, expect: expect)
@@ -63,13 +65,26 @@ enum DiskWriter {
         return old
     }()
 
-    private static func fill(_ file: FileDescriptor, bytes: [UInt8], mode: mode_t, modifiedAt: Int64) throws(SystemError) {
+    private static func fill(_ file: FileDescriptor, bytes: [UInt8], mode: mode_t, modifiedAt: Int64,
+                             prepare: ((FileDescriptor) -> Void)?) throws(SystemError) {
         try file.write(bytes)
+        let unwritable = try prepared(file, mode: mode, prepare)
         // open() applied the umask; only when that changed the mode is a fchmod needed.
-        if mode & ~umaskBits != mode {
+        if mode & ~umaskBits != mode || unwritable {
             try syscall("fchmod", path: file.path) { fchmod(file.raw, mode) }
         }
         try file.setModified(modifiedAt)
+    }
+
+    /// Runs `prepare` on a new file (its extended attributes go on), which its owner may write for the
+    /// moment: only then does the kernel let the owner set them. Returns whether the file's mode must
+    /// be set again afterwards.
+    private static func prepared(_ file: FileDescriptor, mode: mode_t, _ prepare: ((FileDescriptor) -> Void)?) throws(SystemError) -> Bool {
+        guard let prepare else { return false }
+        let unwritable = mode & S_IWUSR == 0
+        if unwritable { try syscall("fchmod", path: file.path) { fchmod(file.raw, mode | S_IWUSR) } }
+        prepare(file)
+        return unwritable
     }
 
     /// Makes `name` a symlink to `target`, replacing what is there.
@@ -93,7 +108,8 @@ enum DiskWriter {
     /// `move` the download itself is renamed into place (no byte is copied); otherwise, or when it lies
     /// on another file system, it is copied to a temporary file beside the target first.
     static func placeFile(sourceDirectory: String, sourceName: String, move: Bool, parent: Int32, parentPath: String, name: String,
-                          mode: UInt32, modifiedAt: Int64, expect: FileStat?, willAppear: () -> Void) throws(SystemError) -> FileStat {
+                          mode: UInt32, modifiedAt: Int64, expect: FileStat?, prepare: ((FileDescriptor) -> Void)? = nil,
+                          willAppear: () -> Void) throws(SystemError) -> FileStat {
         let wanted = allowed(mode)
         let source = try FileDescriptor.open(sourceDirectory + "/" + sourceName, flags: O_RDONLY | O_NOFOLLOW)
         var parentStat = Glibc.stat()
@@ -107,6 +123,11 @@ enum DiskWriter {
             try syscall("rename", path: sourceDirectory + "/" + sourceName) { renameat(directory.raw, sourceName, directory.raw, claimed) }
             do {
                 let mine = try FileDescriptor.open(sourceDirectory + "/" + claimed, flags: O_RDONLY | O_NOFOLLOW)
+                if let prepare {
+                    // The download is its owner's to write: its attributes go on before its mode.
+                    try syscall("fchmod", path: mine.path) { fchmod(mine.raw, wanted | S_IWUSR) }
+                    prepare(mine)
+                }
                 try syscall("fchmod", path: mine.path) { fchmod(mine.raw, wanted) }
                 try mine.setModified(modifiedAt)
                 let written = try mine.stat()
@@ -128,7 +149,8 @@ enum DiskWriter {
         let file = FileDescriptor(raw: fd, path: parentPath + "/" + temp)
         do {
             try source.copyAll(to: file)
-            if wanted & ~umaskBits != wanted {
+            let unwritable = try prepared(file, mode: wanted, prepare)
+            if wanted & ~umaskBits != wanted || unwritable {
                 try syscall("fchmod", path: file.path) { fchmod(file.raw, wanted) }
             }
             try file.setModified(modifiedAt)

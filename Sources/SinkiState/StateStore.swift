@@ -12,7 +12,7 @@ public final class StateStore {
     /// what it read is still current, and the scheduler whether a round saw everything.
     public internal(set) var treeWrites = 0
 
-    static let schemaVersion = 13
+    static let schemaVersion = 14
 
     public init(path: String) throws {
         self.path = path
@@ -24,25 +24,33 @@ public final class StateStore {
         let version = database.userVersion
         if version >= Self.schemaVersion { return }
         if version > 0 {
-            if version < 10 {
-                // The release before the three trees: its tables are brought to schema 9 first, then
-                // turned into trees (`LegacySchema`), in one transaction.
-                try LegacySchema.upgrade(self, from: version)
-            } else {
-                if version == 10 {
-                    try TotalsSchema.addTotalsColumn(database)
-                    try ModeSchema.upgrade(self)
+            // One transaction for every step: a stop half-way leaves the schema it started from.
+            try transaction {
+                if version < 10 {
+                    // The release before the three trees: its tables are brought to schema 9 first, then
+                    // turned into trees (`LegacySchema`, whose trees have every column of this schema).
+                    try LegacySchema.upgrade(self, from: version)
+                } else {
+                    // Before the steps that make the work indexes and counting triggers, whose conditions
+                    // (the current ones) name the attributes' columns.
+                    try XattrSchema.addColumns(database)
+                    if version == 10 {
+                        try TotalsSchema.addTotalsColumn(database)
+                        try ModeSchema.upgrade(self)
+                    }
+                    // Schema 12: whether the server lacked chunks of the Remote version (issue 24 item 2).
+                    if try database.scalar("SELECT count(*) FROM pragma_table_info('tree') WHERE name = 'r_incomplete'") == 0 {
+                        try database.execute("ALTER TABLE tree ADD COLUMN r_incomplete INTEGER NOT NULL DEFAULT 0")
+                    }
                 }
-                // Schema 12: whether the server lacked chunks of the Remote version (issue 24 item 2).
-                if try database.scalar("SELECT count(*) FROM pragma_table_info('tree') WHERE name = 'r_incomplete'") == 0 {
-                    try transaction { try database.execute("ALTER TABLE tree ADD COLUMN r_incomplete INTEGER NOT NULL DEFAULT 0") }
-                }
+                if version < 13 { try TotalsSchema.upgrade(self) }
+                try XattrSchema.upgrade(self)
+                try database.setUserVersion(Self.schemaVersion)
             }
-            try TotalsSchema.upgrade(self)
         } else {
             try transaction {
                 try database.execute(Self.treeSchema + Self.sentSchema + Self.rootTotalsSchema + Self.tusUploadsSchema + Self.conflictsSchema
-                                     + Self.sharedConflictsSchema + Self.manifestsSchema + Self.remoteFoldersSchema + """
+                                     + Self.sharedConflictsSchema + Self.manifestsSchema + Self.remoteFoldersSchema + Self.unkeptXattrsSchema + """
                     CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
                     """)
             }
@@ -84,4 +92,7 @@ public enum MetaKey {
     /// The roots (by name, one per line) whose records the Remote tree holds from the feed's start or
     /// a listing; a root added to the configuration later is listed once before it is trusted.
     public static let seededRoots = "remote.roots"
+    /// The `[transfer] xattrs` patterns Local's attribute digests were read with (one per line); other
+    /// patterns read every file's attributes again (`Replica.setXattrPolicy`).
+    public static let xattrPatterns = "xattrs.patterns"
 }

@@ -60,6 +60,13 @@ public final class SafeRoot: Sendable {
         }
     }
 
+    /// Opens the entry at `relative` itself (`O_PATH`, never following a symlink, the last component
+    /// included): enough for `fstat` and the calls through its `/proc/self/fd` name, and for a file this
+    /// user may not read.
+    public func openEntry(_ relative: String) throws(SafeRootError) -> FileDescriptor {
+        try open(relative, flags: sinki_path_only_flag())
+    }
+
     /// The components of `relative`, split on every `/` byte as the kernel splits it. `String`'s own
     /// `split(separator: "/")` and `lastIndex(of: "/")` see Characters, and a `/` followed by a combining
     /// mark (`a/\u{301}b`) is one Character that is not "/": the kernel would then walk a component, and

@@ -184,7 +184,8 @@ import Testing
         cluster.stopServer()
         // Back to schema 3, as a server of that version left it: no digests, no history.
         try cluster.serverSQL("DELETE FROM records WHERE path = 'SaveGames/deep/er/lost.txt'; DROP TABLE folder_digests; "
-                              + "DROP TABLE versions; DROP TABLE chunk_refs; DROP TABLE usage; ALTER TABLE users DROP COLUMN quota; PRAGMA user_version = 3;")
+                              + "DROP TABLE versions; DROP TABLE chunk_refs; DROP TABLE usage; ALTER TABLE users DROP COLUMN quota; "
+                              + "ALTER TABLE records DROP COLUMN xattrs; PRAGMA user_version = 3;")
         try cluster.restartServer()
         try await waitUntil("lost.txt back on the server", timeout: 20) {
             try cluster.serverRecords().contains { $0.path == "SaveGames/deep/er/lost.txt" && !$0.deleted }

@@ -74,9 +74,9 @@ import Testing
         #expect(cluster.stopAgent("b") == 0)
         chmod(onB, 0o755)
         // Schema 10 as that release made it: no mode columns, work indexes on content alone.
-        try cluster.stateScript("b", """
+        try cluster.stateScript("b", OldStateSchemas.thirteen + """
             DROP INDEX tree_local_work; DROP INDEX tree_remote_work; DROP INDEX tree_new_content;
-            DROP TRIGGER tree_counted_in; DROP TRIGGER tree_counted_out; DROP TRIGGER tree_counted_again;
+            DROP TRIGGER IF EXISTS tree_counted_in; DROP TRIGGER IF EXISTS tree_counted_out; DROP TRIGGER IF EXISTS tree_counted_again;
             ALTER TABLE tree DROP COLUMN l_perm; ALTER TABLE tree DROP COLUMN s_perm; ALTER TABLE tree DROP COLUMN r_perm;
             ALTER TABLE tree DROP COLUMN r_incomplete;
             CREATE INDEX tree_local_work ON tree(path) WHERE ignored = 0 AND NOT (l_kind IS s_kind AND l_hash = s_hash);

@@ -143,8 +143,8 @@ import Testing
             try statusJSON(cluster, "b")["progress"]?["download"]?["total"] == .int(3)
         }
         #expect(cluster.stopAgent("b") == 0)
-        try cluster.stateScript("b", """
-            DROP TRIGGER tree_counted_in; DROP TRIGGER tree_counted_out; DROP TRIGGER tree_counted_again;
+        try cluster.stateScript("b", OldStateSchemas.thirteen + """
+            DROP TRIGGER IF EXISTS tree_counted_in; DROP TRIGGER IF EXISTS tree_counted_out; DROP TRIGGER IF EXISTS tree_counted_again;
             ALTER TABLE root_totals DROP COLUMN remote_bytes; DROP TABLE shared_conflicts; ALTER TABLE tree DROP COLUMN r_incomplete;
             PRAGMA user_version = 11;
             """)

@@ -47,6 +47,9 @@ import Testing
              message: "bad number \"0\" for parallel: expected a whole number from 1 to 256", code: .badValue),
         Case(text: "[transfer]\nmax-rate = fast", line: 2,
              message: "bad rate \"fast\" for max-rate: expected unlimited or a size per second (10MiB, 500KB/s)", code: .badValue),
+        Case(text: "[transfer]\nparallel = 2\nxattrs = user.*, trusted.*", line: 3,
+             message: "bad pattern \"trusted.*\" for xattrs: a pattern names attributes in the user. namespace, as in user.* or user.mime_type "
+                 + "(an empty value turns them off)", code: .badValue),
         Case(text: "[server]\nurl = ftp://example.net", line: 2,
              message: "bad URL \"ftp://example.net\" for url: expected http://HOST[:PORT] or https://HOST[:PORT]", code: .badValue),
         Case(text: "[server]\nlisten = 7071", line: 2,

@@ -78,6 +78,10 @@ import Testing
         #expect(config.mergeSections.first?.policy == MergePolicy(rule: .local, fallback: .newest, keepLoser: true))
         #expect(try fixture.load("[transfer]\nmax-rate = 0").transfer.maxRate == nil)
         #expect(try fixture.load("[transfer]\nmax-rate = 10MiB").transfer.maxRate == 10 << 20)
+        // Extended attributes (issue 25, item 2): every user. name by default; an empty value turns them off.
+        #expect(try fixture.load("[transfer]\nparallel = 2").transfer.xattrs == ["user.*"])
+        #expect(try fixture.load("[transfer]\nxattrs = user.mime_type, user.xdg.*").transfer.xattrs == ["user.mime_type", "user.xdg.*"])
+        #expect(try fixture.load("[transfer]\nxattrs =").transfer.xattrs == [])
     }
 
     @Test func textInMemoryParsesLikeAFile() throws {

@@ -14,8 +14,9 @@ extension World {
     func userEvent(_ random: inout SeededRandom) {
         let target = randomPath(&random)
         switch random.below(100) {
-        case ..<40: userWrite(target)
-        case ..<45: userChmod(target, random: &random)
+        case ..<37: userWrite(target)
+        case ..<41: userChmod(target, random: &random)
+        case ..<45: userSetXattrs(target, random: &random)
         case ..<60: userMakeFolder(target)
         case ..<75: userDelete(target)
         case ..<95: userRename(target, to: randomPath(&random))
@@ -26,8 +27,9 @@ extension World {
     func otherEvent(_ random: inout SeededRandom) {
         let target = randomPath(&random)
         switch random.below(100) {
-        case ..<40: otherWrite(target)
-        case ..<45: otherChmod(target, random: &random)
+        case ..<37: otherWrite(target)
+        case ..<41: otherChmod(target, random: &random)
+        case ..<45: otherSetXattrs(target, random: &random)
         case ..<60: otherMakeFolder(target)
         case ..<78: otherDelete(target)
         case ..<92: otherRename(target, to: randomPath(&random))

@@ -45,6 +45,29 @@ import Testing
             == .download(Download(path: path, remote: remote(3, a), expecting: nil)))
     }
 
+    /// Extended attributes (issue 25, item 2) sit beside the bytes as a mode does: a setfattr alone is a
+    /// change each way, yields to an edit of the bytes on the other side, never beats a delete, and two
+    /// of them take the server's set without a conflict copy.
+    @Test func aSetfattrAloneIsAChangeThatNeverEarnsAConflictCopy() {
+        let tagged = Node.file(ContentHash("a"), .regular, XattrDigest("x1")), other = Node.file(ContentHash("a"), .regular, XattrDigest("x2"))
+        #expect(Planner.plan(state(remote: remote(5, a), local: tagged, synced: synced(5, a)))
+            == .upload(Upload(path: path, node: tagged, base: ChangeTag(5))))
+        #expect(Planner.plan(state(remote: remote(7, tagged), local: a, synced: synced(5, a)))
+            == .download(Download(path: path, remote: remote(7, tagged), expecting: a)))
+        // Against an edit of the bytes there, the attributes here yield: the edit comes down.
+        #expect(Planner.plan(state(remote: remote(7, b), local: tagged, synced: synced(5, a)))
+            == .download(Download(path: path, remote: remote(7, b), expecting: tagged)))
+        #expect(Planner.plan(state(remote: remote(7, tagged), local: b, synced: synced(5, a)))
+            == .upload(Upload(path: path, node: b, base: ChangeTag(7))))
+        // Against a delete, attributes alone are no edit to keep.
+        #expect(Planner.plan(state(remote: remote(7, nil), local: tagged, synced: synced(5, a)))
+            == .deleteLocal(path, expecting: tagged, agree: remote(7, nil)))
+        #expect(Planner.plan(state(remote: remote(7, tagged), local: nil, synced: synced(5, a))) == .sendDelete(path, base: ChangeTag(7)))
+        // Two sets: the server's, in place.
+        #expect(Planner.plan(state(remote: remote(7, other), local: tagged, synced: synced(5, a)))
+            == .conflict(.overwriteLocal(Download(path: path, remote: remote(7, other), expecting: tagged))))
+    }
+
     /// Row 1c: a version whose chunks the server lost (removed as damaged: the record says
     /// `incomplete`) is sent again by a device that holds its content, agreed on or not; a device
     /// without it waits for that version rather than fetch what cannot be fetched; a local edit still

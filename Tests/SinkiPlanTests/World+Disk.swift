@@ -45,10 +45,18 @@ extension World {
 
     /// A chmod: the same content with another mode (its mtime stays).
     func userChmod(_ id: Int, random: inout SeededRandom) {
-        guard case let .file(content, mode)? = disk[id]?.node else { return }
+        guard case let .file(content, mode, xattrs)? = disk[id]?.node else { return }
         let other = World.otherMode(than: mode, &random)
         note("user chmods \(paths[id]) to \(other)")
-        disk[id]?.node = .file(content, other)
+        disk[id]?.node = .file(content, other, xattrs)
+    }
+
+    /// A setfattr: the same content with other extended attributes (its mtime stays).
+    func userSetXattrs(_ id: Int, random: inout SeededRandom) {
+        guard case let .file(content, mode, xattrs)? = disk[id]?.node else { return }
+        let other = World.otherXattrs(than: xattrs, &random)
+        note("user sets \(other) on \(paths[id])")
+        disk[id]?.node = .file(content, mode, other)
     }
 
     func userMakeFolder(_ id: Int) {

@@ -86,12 +86,28 @@ extension World {
 
     /// Another device's chmod: the same content saved with another mode. No version is replaced.
     func otherChmod(_ id: Int, random: inout SeededRandom) {
-        guard let current = server[id], case let .file(content, mode)? = current.node else { return }
+        guard let current = server[id], case let .file(content, mode, xattrs)? = current.node else { return }
         let other = World.otherMode(than: mode, &random)
         note("other chmods \(paths[id]) to \(other)")
-        guard case .saved = save(id, node: .file(content, other), base: ChangeTag(current.tag), modifiedAt: current.modifiedAt) else {
+        guard case .saved = save(id, node: .file(content, other, xattrs), base: ChangeTag(current.tag), modifiedAt: current.modifiedAt) else {
             preconditionFailure("bug: a save based on the current tag was refused")
         }
+    }
+
+    /// Another device's setfattr: the same content saved with other extended attributes.
+    func otherSetXattrs(_ id: Int, random: inout SeededRandom) {
+        guard let current = server[id], case let .file(content, mode, xattrs)? = current.node else { return }
+        let other = World.otherXattrs(than: xattrs, &random)
+        note("other sets \(other) on \(paths[id])")
+        guard case .saved = save(id, node: .file(content, mode, other), base: ChangeTag(current.tag), modifiedAt: current.modifiedAt) else {
+            preconditionFailure("bug: a save based on the current tag was refused")
+        }
+    }
+
+    /// A set of extended attributes other than `xattrs`, from a few (none among them: a removal).
+    static func otherXattrs(than xattrs: XattrDigest, _ random: inout SeededRandom) -> XattrDigest {
+        let sets = [XattrDigest.none, XattrDigest("a1"), XattrDigest("b2"), XattrDigest("c3")].filter { $0 != xattrs }
+        return sets[random.below(sets.count)]
     }
 
     /// A mode other than `mode`, from the few a user sets.

@@ -145,7 +145,7 @@ final class World {
 
     static func content(of node: Node?) -> ContentHash? {
         switch node {
-        case let .file(hash, _)?, let .symlink(hash)?: return hash
+        case let .file(hash, _, _)?, let .symlink(hash)?: return hash
         default: return nil
         }
     }

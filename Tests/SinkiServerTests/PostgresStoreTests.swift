@@ -38,7 +38,7 @@ import Testing
         let store = try PostgresStore(url: database.url, connections: 1)
         defer { store.close() }
         #expect(store.storeID == "old")
-        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 5)
+        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 6)
         #expect(try admin.scalar("SELECT count(*) FROM meta WHERE key = 'last_tag'") == 0)
         let outcomes = try store.modify(user: "u", items: checked([fileRecord("A/new", Array("new".utf8)), fileRecord("A/old", Array("edited".utf8), baseTag: 41)]))
         let tags = outcomes.compactMap { outcome -> Int64? in if case let .saved(record) = outcome { record.changeTag } else { nil } }
@@ -62,7 +62,7 @@ import Testing
             """)
         let store = try PostgresStore(url: database.url, connections: 1)
         defer { store.close() }
-        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 5)
+        #expect(try admin.scalar("SELECT max(version) FROM schema_version") == 6)
         #expect(try admin.scalar("SELECT count(*) FROM pg_indexes WHERE indexname = 'records_asset'") == 1)
         let old = try store.changes(user: "u", after: 0, limit: PageLimit(records: 10, dataBytes: 1 << 20)).records
         #expect(old.map(\.asset) == [Asset(id: "0123456789abcdef0123456789abcdef", size: 5, sha256: "ab")])

@@ -42,7 +42,7 @@ import Testing
         #expect(try store.changes(user: "u", after: 7, limit: limit).records.first?.asset == file.asset)
         store.close()
         let check = try SQLiteDatabase(path: path, readOnly: true)
-        #expect(check.userVersion == SQLiteRecordStore.schemaVersion && SQLiteRecordStore.schemaVersion == 5)
+        #expect(check.userVersion == SQLiteRecordStore.schemaVersion && SQLiteRecordStore.schemaVersion == 6)
         #expect(try check.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'records_asset'") == 1)
     }
 

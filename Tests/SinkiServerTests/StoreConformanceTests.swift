@@ -25,7 +25,7 @@ struct StoreKind: Sendable, CustomTestStringConvertible {
     var testDescription: String { name }
 
     /// What schema 5 added, gone again.
-    static let forgetHistory = "DROP TABLE versions; DROP TABLE chunk_refs; DROP TABLE usage; ALTER TABLE users DROP COLUMN quota;"
+    static let forgetHistory = "DROP TABLE versions; DROP TABLE chunk_refs; DROP TABLE usage; ALTER TABLE users DROP COLUMN quota; ALTER TABLE records DROP COLUMN xattrs;"
 
     static let sqlite = StoreKind(name: "SQLite") { policy in
         let directory = TemporaryDirectory("sinki-store")

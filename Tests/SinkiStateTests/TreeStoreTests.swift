@@ -10,10 +10,11 @@ import Testing
     /// What the work indexes must hold, worked out from the rows themselves.
     private func differs(_ row: TreeRow) -> Bool {
         let syncedTag = row.synced?.tag ?? 0, syncedKind = row.synced?.kind, syncedHash = row.synced?.hash ?? ""
-        let syncedPerm = row.synced?.perm ?? 0
-        let local = !(row.local?.kind == syncedKind && (row.local?.hash ?? "") == syncedHash && (row.local?.perm ?? 0) == syncedPerm)
+        let syncedPerm = row.synced?.perm ?? 0, syncedXattrs = row.synced?.xattrs ?? ""
+        let local = !(row.local?.kind == syncedKind && (row.local?.hash ?? "") == syncedHash && (row.local?.perm ?? 0) == syncedPerm
+            && (row.local?.xattrs ?? "") == syncedXattrs)
         let remote = !((row.remote?.tag ?? 0) == syncedTag && row.remote?.kind == syncedKind && (row.remote?.hash ?? "") == syncedHash
-            && (row.remote?.perm ?? 0) == syncedPerm)
+            && (row.remote?.perm ?? 0) == syncedPerm && (row.remote?.xattrDigest ?? "") == syncedXattrs)
         return local || remote
     }
 
@@ -36,6 +37,8 @@ import Testing
         let hashes = ["", "h1", "h2"]
         // A file's kept mode is part of what it is: a chmod alone is work (issue 25).
         let perms: [UInt32] = [0o644, 0o755]
+        // So are its extended attributes: a setfattr alone is work too (issue 25, item 2).
+        let xattrSets = [ExtendedAttributes.none, ExtendedAttributes([.init(name: "user.test", value: [1])])]
         var generator = SeededRandom(seed: 21)
         var tag: Int64 = 0
         for step in 1...3000 {
@@ -43,12 +46,18 @@ import Testing
             let kind = kinds[generator.below(kinds.count)]
             let hash = kind == .directory || kind == nil ? "" : hashes[generator.below(hashes.count)]
             let perm = perms[generator.below(perms.count)]
+            let xattrs = xattrSets[generator.below(xattrSets.count)]
             switch generator.below(3) {
             case 0:
-                try store.setLocal(path, kind.map { LocalFacts(kind: $0, hash: hash, size: Int64(hash.count), perm: perm) })
+                try store.setLocal(path, kind.map {
+                    LocalFacts(kind: $0, hash: hash, size: Int64(hash.count), perm: perm, xattrs: XattrSet.digest(xattrs))
+                })
             case 1:
                 tag += 1
-                try store.observeRemote([(path, RemoteFacts(tag: tag, kind: kind, hash: hash, size: Int64(hash.count) * 1000 + 7, perm: perm))])
+                try store.observeRemote([(path, RemoteFacts(tag: tag, kind: kind, hash: hash, size: Int64(hash.count) * 1000 + 7, perm: perm,
+                                                            xattrs: xattrs))])
+                // The record's set itself comes back with Remote (a file's only), to be written and carried.
+                #expect(try store.row(path)?.remote?.xattrs == (kind == .file ? xattrs : .none))
             default:
                 let row = try store.rowOrEmpty(path)
                 // Agreeing on what Remote holds, or on nothing.
@@ -68,7 +77,7 @@ import Testing
                 guard let remote = row.remote, remote.kind == .file, remote.hash != (row.local?.hash ?? "") else { return false }
                 let synced = row.synced
                 return !(remote.tag == (synced?.tag ?? 0) && remote.kind == synced?.kind && remote.hash == (synced?.hash ?? "")
-                    && remote.perm == (synced?.perm ?? 0))
+                    && remote.perm == (synced?.perm ?? 0) && remote.xattrDigest == (synced?.xattrs ?? ""))
             }
             #expect(try StatusQueries.remoteBytes(store.database) == bringing.reduce(0) { $0 + $1.remote!.size }, "after step \(step)")
         }
@@ -104,8 +113,8 @@ import Testing
             record.changeTag = 8
             try store.transaction { _ = try store.observeRemote([("R/big.bin", RemoteFacts(record))]) }
             #expect(try store.row("R/big.bin")?.remote?.incomplete == false)
-            // As schema 11 left it: no column.
-            try store.database.execute("ALTER TABLE tree DROP COLUMN r_incomplete; PRAGMA user_version = 11;")
+            // As schema 11 left it: no column (nor what schema 13 added).
+            try store.database.execute(OldStateSchemas.thirteen + "ALTER TABLE tree DROP COLUMN r_incomplete; PRAGMA user_version = 11;")
         }
         let upgraded = try StateStore(path: path)
         #expect(upgraded.database.userVersion == StateStore.schemaVersion)

@@ -11,6 +11,8 @@ int sinki_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, cons
 int sinki_openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
 /// openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC): the entry itself, a symlink not followed.
 int sinki_open_entry(int dirfd, const char *name);
+/// O_PATH: a descriptor of the entry itself, for fstat and /proc/self/fd calls only.
+int sinki_path_only_flag(void);
 /// An unnamed regular file in directory `dirfd` (O_TMPFILE), to be linked under a name when complete.
 int sinki_open_anonymous(int dirfd, int flags, mode_t mode);
 #include <spawn.h>
@@ -29,4 +31,10 @@ int sinki_malloc_arena_max(int arenas);
 int sinki_reserve_blocks(int fd, long long offset, long long length);
 /// sync_file_range(SYNC_FILE_RANGE_WRITE): starts writing back a range, without waiting for it.
 int sinki_start_writeback(int fd, long long offset, long long length);
+/// Extended attributes of the inode `fd` holds (an O_PATH descriptor too), as listxattr(2),
+/// getxattr(2), setxattr(2) and removexattr(2) on its /proc/self/fd name. Only for regular files.
+long sinki_list_xattrs(int fd, char *list, unsigned long size);
+long sinki_get_xattr(int fd, const char *name, void *value, unsigned long size);
+int sinki_set_xattr(int fd, const char *name, const void *value, unsigned long size);
+int sinki_remove_xattr(int fd, const char *name);
 #endif

@@ -15,10 +15,27 @@ extension Asset {
     }
 }
 
+extension ExtendedAttributes {
+    /// The set as the stores keep it (`encoded`); nil for none.
+    var stored: [UInt8]? { isEmpty ? nil : encoded }
+
+    /// A stored set read back; the record's path names it in the error when the bytes are not one.
+    init(stored: [UInt8]?, path: String) throws(RecordStoreError) {
+        guard let stored else {
+            self = .none
+            return
+        }
+        guard let set = ExtendedAttributes(encoded: stored) else {
+            throw RecordStoreError(path: "records", message: "the extended attributes stored for \(quoted(path)) are no encoded set")
+        }
+        self = set
+    }
+}
+
 extension Record {
     /// What the record weighs in a page beyond its fixed fields: its inline data or its manifest, so
     /// that a page of large files' manifests stops growing like one of inline content.
-    var pageBytes: Int { (data?.count ?? 0) + (asset?.chunks?.count ?? 0) * ManifestCoding.entryBytes }
+    var pageBytes: Int { (data?.count ?? 0) + (asset?.chunks?.count ?? 0) * ManifestCoding.entryBytes + xattrs.totalBytes }
 }
 
 /// A manifest asset's bytes from `first` on, read from the user's chunk files in order as

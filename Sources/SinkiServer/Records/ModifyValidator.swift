@@ -95,6 +95,10 @@ struct ModifyValidator: Sendable {
             problem.field = "device"
             return problem
         }
+        if let problem = record.xattrs.problem {
+            // The reader holds a record to the same bounds; this is for records built otherwise.
+            return Problem(.badRequest, detail: "record \(quoted(record.path)): xattrs: \(problem)", field: "xattrs")
+        }
         let type = record.type
         let word = type.utf8.allSatisfy { byte in
             switch byte {

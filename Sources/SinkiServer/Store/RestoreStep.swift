@@ -69,7 +69,8 @@ enum RestoreStep {
         }
     }
 
-    /// Whether the current record at a path is the version already (same content, type and mode).
+    /// Whether the current record at a path is the version already (same content, type, mode and
+    /// extended attributes).
     private static func holdsAlready(_ current: CurrentVersion, _ version: Record, in transaction: some HistoryTransaction) throws -> Bool {
         guard !current.deleted, current.sha256 == version.sha256 else { return false }
         return sameVersion(try transaction.record(tag: current.tag), version)
@@ -78,13 +79,15 @@ enum RestoreStep {
     private static func sameVersion(_ current: Record, _ version: Record) -> Bool {
         current.changeTag == version.changeTag
             || (!current.deleted && !version.deleted && current.sha256 == version.sha256 && current.type == version.type
-                && current.mode == version.mode && current.size == version.size)
+                && current.mode == version.mode && current.size == version.size && current.xattrs == version.xattrs)
     }
 
-    /// `version`'s content, type and mode as a new save at `path` by `device`.
+    /// `version`'s content, type, mode and extended attributes as a new save at `path` by `device`.
     private static func restored(_ version: Record, at path: String, replacing base: Int64, device: String) -> Record {
-        Record(path: path, type: version.type, data: version.data, asset: version.asset, deleted: false, changeTag: 0, baseTag: base,
-               size: version.size, sha256: version.sha256, mode: version.mode, modifiedAt: version.modifiedAt, device: device)
+        var record = Record(path: path, type: version.type, data: version.data, asset: version.asset, deleted: false, changeTag: 0, baseTag: base,
+                            size: version.size, sha256: version.sha256, mode: version.mode, modifiedAt: version.modifiedAt, device: device)
+        record.xattrs = version.xattrs
+        return record
     }
 
     /// The delete of the current record `current` (its type kept: a folder's delete is a folder's) by

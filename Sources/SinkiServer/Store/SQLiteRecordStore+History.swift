@@ -123,7 +123,7 @@ extension SQLiteRecordStore {
     }
 
     static func versionEntry(from row: Statement, hasData: Bool) throws -> VersionEntry {
-        VersionEntry(record: try record(from: row, hasData: hasData), savedAt: row.int64(16), supersededAt: row.optionalInt64(17))
+        VersionEntry(record: try record(from: row, hasData: hasData), savedAt: row.int64(17), supersededAt: row.optionalInt64(18))
     }
 
     /// The bytewise range of `prefix` and everything below it, as the look-ups say it; parameters
@@ -303,9 +303,9 @@ extension SQLiteRecordStore.SaveTransactionSQL: HistoryTransaction {
     func keepVersion(tag: Int64, supersededAt: Int64) throws {
         try db.run("""
             INSERT INTO versions (change_tag, user, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode,
-                                  modified_at, device, saved_at, moved_from, superseded_at, asset_chunks, data)
+                                  modified_at, device, saved_at, moved_from, superseded_at, asset_chunks, data, xattrs)
             SELECT change_tag, user, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode,
-                   modified_at, device, saved_at, moved_from, ?2, asset_chunks, data
+                   modified_at, device, saved_at, moved_from, ?2, asset_chunks, data, xattrs
             FROM records WHERE change_tag = ?1
             """, tag, supersededAt)
     }

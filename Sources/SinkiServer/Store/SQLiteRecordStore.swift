@@ -30,7 +30,8 @@ public struct StoreClosedError: Error, Sendable, CustomStringConvertible {
 ///   `asset_chunks` is a manifest asset's chunks (`ManifestCoding`: 36 bytes each), NULL for any other
 ///   record; added by schema 3 after `data`, which reading it skips (a manifest record has no data, and
 ///   an inline one's NULL manifest is known from the row's header). `records_asset` finds the records
-///   naming an asset.
+///   naming an asset. `xattrs`: the record's extended attributes as given (`ExtendedAttributes.encoded`),
+///   NULL for none; schema 6, in `versions` too.
 /// - `folder_digests`: per (user, folder) the digests of the live records below it and its head
 ///   (`FolderDigestTable`), updated in the modify's transaction; schema 4, computed from the records
 ///   when an older database is opened.
@@ -53,8 +54,8 @@ public final class SQLiteRecordStore: ServerStore {
 
     /// 1: records; 2: users and device tokens (`SQLiteRecordStore+Accounts.swift`); 3: manifests of
     /// chunks (`asset_chunks`) and the index of records by asset; 4: folder digests; 5: kept versions,
-    /// usage and quotas.
-    static let schemaVersion = 5
+    /// usage and quotas; 6: extended attributes (`xattrs`) of records and versions.
+    static let schemaVersion = 6
 
     /// SQLite has no XOR operator; `(a | b) - (a & b)` is exact on 64-bit integers (`a & b` holds only
     /// bits of `a | b`, so the difference never leaves the range and never turns into a real).
@@ -121,6 +122,7 @@ public final class SQLiteRecordStore: ServerStore {
                 try db.execute(historySchema)
                 try rebuildUsage(db)
             }
+            if version < 6 { try db.execute(xattrsSchema) }
             try db.execute(retentionIndex)
             if version < schemaVersion { try db.setUserVersion(schemaVersion) }
             var id: String?
@@ -139,6 +141,12 @@ public final class SQLiteRecordStore: ServerStore {
         CREATE INDEX records_asset ON records(user, asset_id) WHERE asset_id IS NOT NULL;
         """
 
+    /// Schema 6: a record's extended attributes (issue 25), kept with every version.
+    static let xattrsSchema = """
+        ALTER TABLE records ADD COLUMN xattrs BLOB;
+        ALTER TABLE versions ADD COLUMN xattrs BLOB;
+        """
+
     /// Computes every folder's digests from the records, for a database that had none.
     private static func rebuildDigests(_ db: SQLiteDatabase) throws {
         var rebuild = FolderDigestTable.Rebuild { user, deltas in try saveDigests(db, user: user, deltas) }
@@ -152,13 +160,13 @@ public final class SQLiteRecordStore: ServerStore {
 
     static let insertSQL = """
         INSERT INTO records (change_tag, user, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag,
-                             size, sha256, mode, modified_at, device, saved_at, moved_from, data, asset_chunks)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                             size, sha256, mode, modified_at, device, saved_at, moved_from, data, asset_chunks, xattrs)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
     static let updateSQL = """
         UPDATE records SET change_tag = ?, user = ?, path = ?, type = ?, asset_id = ?, asset_size = ?, asset_sha256 = ?,
                            deleted = ?, base_tag = ?, size = ?, sha256 = ?, mode = ?, modified_at = ?, device = ?,
-                           saved_at = ?, moved_from = ?, data = ?, asset_chunks = ?
+                           saved_at = ?, moved_from = ?, data = ?, asset_chunks = ?, xattrs = ?
         WHERE change_tag = ?
         """
 
@@ -221,6 +229,7 @@ public final class SQLiteRecordStore: ServerStore {
                 record.changeTag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
                 record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
                 record.device, savedAt, record.deleted ? nil : record.movedFrom, record.data, record.asset?.storedChunks,
+                record.xattrs.stored,
             ]
             let statement = try db.prepare(replacing == 0 ? SQLiteRecordStore.insertSQL : SQLiteRecordStore.updateSQL)
             try statement.bind(replacing == 0 ? values : values + [replacing])
@@ -250,7 +259,7 @@ public final class SQLiteRecordStore: ServerStore {
     // MARK: Reading
 
     /// Columns read into a Record, `data` last when asked for (see the type comment).
-    static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from, asset_chunks"
+    static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from, asset_chunks, xattrs"
 
     static func record(from row: Statement, hasData: Bool) throws -> Record {
         var record = Record(path: row.text(1), type: row.text(2))
@@ -267,7 +276,8 @@ public final class SQLiteRecordStore: ServerStore {
         record.modifiedAt = row.int64(11)
         record.device = row.text(12)
         record.movedFrom = row.optionalText(13)
-        if hasData { record.data = row.optionalBlob(15) }
+        record.xattrs = try ExtendedAttributes(stored: row.optionalBlob(15), path: record.path)
+        if hasData { record.data = row.optionalBlob(16) }
         return record
     }
 

@@ -88,6 +88,7 @@ enum SaveStep {
             if record.deleted {
                 record.data = nil
                 record.asset = nil
+                record.xattrs = .none
             }
             if let current {
                 // The replaced version leaves the current records: kept in history, or gone.

@@ -108,10 +108,20 @@ struct MergeDesk {
                             hash: ContentID.of(bytes), event: .merged)
             op.mode = job.local.mode
             op.modifiedAt = Clock.now()
+            op.xattrs = localXattrs(job, at: local)
             return .disk(op)
         case .ask:
             return .ask
         }
+    }
+
+    /// The extended attributes of the local file a merge's result replaces, as the record it would send
+    /// (`XattrSet.effective`): the result keeps them, as it keeps its mode. The remote version's when the
+    /// file cannot be read.
+    private func localXattrs(_ job: MergeJob, at local: LocalPath) -> ExtendedAttributes {
+        guard let reading = try? XattrDisk.read(context.safeRoots[local.root.index], local.relative, policy: context.xattrs),
+              let unkept = try? store.unkeptXattrs(job.path.string) else { return job.remoteFacts.xattrs }
+        return XattrSet.effective(own: reading.own, remote: job.remoteFacts.xattrs, unkept: unkept, policy: context.xattrs).set
     }
 
     /// The `ask` rule: both versions are copied aside into the state folder (`STATE/conflicts/ROOT/…`,

@@ -32,6 +32,7 @@ struct Asides {
                 try syncFolder(path)
                 let fromPath = context.recordPath(path)
                 try store.transaction {
+                    try store.moveUnkeptXattrs(from: fromPath, to: copyPath)
                     for row in try store.rows(under: fromPath) {
                         guard var local = row.local else { continue }
                         let newPath = copyPath + String(decoding: row.path.utf8.dropFirst(fromPath.utf8.count), as: UTF8.self)

@@ -63,9 +63,9 @@ struct DiskExecutor {
                     results[index] = rename(op, from: from, expect: expect, into: directory, targetWatched: folders.isWatched(op.path))
                 case .remove:
                     results[index] = remove(op, folders: &folders)
-                case .chmod:
+                case .attributes:
                     let directory = try parent(of: op, in: &folders, create: false)
-                    results[index] = changeMode(op, in: directory)
+                    results[index] = changeAttributes(op, in: directory)
                 case .mkdir:
                     let directory = try parent(of: op, in: &folders, create: false)
                     results[index] = makeDirectory(op, in: directory, folders: &folders)
@@ -102,7 +102,7 @@ struct DiskExecutor {
             case .mkdir: return 0
             case .rename: return 1
             case .remove: return 2
-            case .write, .symlink, .chmod: return 3
+            case .write, .symlink, .attributes: return 3
             }
         }
         return ops.indices.sorted { a, b in
@@ -186,28 +186,37 @@ struct DiskExecutor {
         }
     }
 
-    /// Gives the file the remote version's mode (within the umask), if it still is the file planned
-    /// against. Through an `O_PATH` descriptor of the entry itself, so a symlink swapped in meanwhile is
-    /// never followed out of the root, and a file this user cannot read can still be changed.
-    private func changeMode(_ op: DiskOp, in directory: FileDescriptor) -> DiskResult {
+    /// Gives the file the remote version's mode (within the umask) and extended attributes (those the
+    /// policy covers), if it still is the file planned against. Through an `O_PATH` descriptor of the
+    /// entry itself, so a symlink swapped in meanwhile is never followed out of the root, and a file this
+    /// user cannot read can still be changed. Attributes the file system refuses do not fail it: they
+    /// are what it could not keep (`unkept`).
+    private func changeAttributes(_ op: DiskOp, in directory: FileDescriptor) -> DiskResult {
         let name = op.path.name, shown = directory.path + "/" + name
         let fd = sinki_open_entry(directory.raw, name)
         guard fd >= 0 else {
             if errno == ENOENT { return .failed(ApplyFailure(.changedHere, "\(quoted(op.path.relative)) went away meanwhile")) }
             return .failed(ApplyFailure.from(SystemError("open", errno: errno, path: shown)))
         }
-        defer { close(fd) }
-        var info = Glibc.stat()
-        guard fstat(fd, &info) == 0 else { return .failed(ApplyFailure.from(SystemError("fstat", errno: errno, path: shown))) }
-        guard let expect = op.expect, expect.matches(FileStat(info)) else {
-            return .failed(ApplyFailure(.changedHere, "\(quoted(op.path.relative)) changed meanwhile"))
+        let file = FileDescriptor(raw: fd, path: shown)
+        do throws(SystemError) {
+            let before = try file.stat()
+            guard let expect = op.expect, expect.matches(before), before.kind == .file else {
+                return .failed(ApplyFailure(.changedHere, "\(quoted(op.path.relative)) changed meanwhile"))
+            }
+            // fchmod does not take an O_PATH descriptor; its /proc name reaches the same inode.
+            let procName = "/proc/self/fd/\(fd)"
+            let mode = DiskWriter.allowed(op.remote?.mode ?? 0)
+            // Only a file its owner may write takes attributes from its owner: made so for the moment.
+            if before.mode & UInt32(S_IWUSR) == 0 && !context.xattrs.isOff {
+                try syscall("chmod", path: shown) { chmod(procName, mode_t(before.mode) | S_IWUSR) }
+            }
+            let unkept = XattrDisk.apply(op.wantedXattrs, to: file, policy: context.xattrs, fresh: false)
+            try syscall("chmod", path: shown) { chmod(procName, mode) }
+            return .done(try file.stat(), unkept: unkept)
+        } catch {
+            return .failed(ApplyFailure.from(error))
         }
-        // fchmod does not take an O_PATH descriptor; its /proc name reaches the same inode.
-        guard chmod("/proc/self/fd/\(fd)", DiskWriter.allowed(op.remote?.mode ?? 0)) == 0 else {
-            return .failed(ApplyFailure.from(SystemError("chmod", errno: errno, path: shown)))
-        }
-        guard fstat(fd, &info) == 0 else { return .failed(ApplyFailure.from(SystemError("fstat", errno: errno, path: shown))) }
-        return .done(FileStat(info))
     }
 
     /// Renames `from` to the op's path (never replacing anything), if it still is the file planned
@@ -259,9 +268,11 @@ struct DiskExecutor {
         let moving = Self.downloadMovers(jobs, ops: ops)
         let downloads = context.downloadsDirectory
         let echoes = context.watch
+        let policy = context.xattrs
         let outcomes: [[DiskResult]] = Blocking.map(groups) { group in
             group.map { job in
-                Self.writeFile(job, op: ops[job.index], downloads: downloads, move: moving.contains(job.index), echoes: job.watched ? echoes : nil)
+                Self.writeFile(job, op: ops[job.index], downloads: downloads, move: moving.contains(job.index), echoes: job.watched ? echoes : nil,
+                               xattrs: policy)
             }
         }
         var out: [(Int, DiskResult)] = []
@@ -282,25 +293,33 @@ struct DiskExecutor {
     }
 
     /// One file (or symlink) written from its bytes or its checked download.
-    private static func writeFile(_ job: FileJob, op: DiskOp, downloads: String, move: Bool, echoes: (any WatchLink)?) -> DiskResult {
+    private static func writeFile(_ job: FileJob, op: DiskOp, downloads: String, move: Bool, echoes: (any WatchLink)?,
+                                  xattrs policy: XattrPolicy) -> DiskResult {
         let mode = op.remote?.mode ?? op.mode
         let modifiedAt = op.remote?.mtime ?? op.modifiedAt
+        // The new file's attributes, set before it appears under its name.
+        var unkept: XattrShortfall?
+        let wanted = op.wantedXattrs
+        let prepare: ((FileDescriptor) -> Void)? = policy.isOff || !wanted.entries.contains(where: { policy.covers($0.name) }) ? nil : { file in
+            unkept = XattrDisk.apply(wanted, to: file, policy: policy, fresh: true)
+        }
         do {
             switch op.action {
             case let .write(.download(asset)):
                 let stat = try DiskWriter.placeFile(sourceDirectory: downloads, sourceName: asset.sha256, move: move, parent: job.parent,
                                                     parentPath: job.parentPath, name: job.name, mode: mode, modifiedAt: modifiedAt,
-                                                    expect: op.expectStat) {
+                                                    expect: op.expectStat, prepare: prepare) {
                     echoes?.expect(op.path, .fileIn)
                 }
-                return .done(stat)
+                return .done(stat, unkept: unkept)
             case let .write(.bytes(bytes)):
                 let folder = op.path.folderPrefix
-                return .done(try DiskWriter.writeFile(parent: job.parent, parentPath: job.parentPath, name: job.name, bytes: bytes,
-                                                      mode: mode, modifiedAt: modifiedAt, expect: op.expectStat) { inode in
+                let stat = try DiskWriter.writeFile(parent: job.parent, parentPath: job.parentPath, name: job.name, bytes: bytes,
+                                                    mode: mode, modifiedAt: modifiedAt, expect: op.expectStat, prepare: prepare) { inode in
                     echoes?.expect(op.path, .fileIn)
                     if let inode { echoes?.expect(LocalPath(op.path.root, folder + "#\(inode)"), .anonymous) }
-                })
+                }
+                return .done(stat, unkept: unkept)
             case let .symlink(target):
                 echoes?.expect(op.path, .fileIn)
                 return .done(try DiskWriter.writeSymlink(parent: job.parent, parentPath: job.parentPath, name: job.name, target: target,

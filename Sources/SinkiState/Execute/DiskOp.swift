@@ -42,8 +42,9 @@ struct DiskOp: Sendable {
         case remove
         /// Renames `from` (below the same root) to the op's path, never replacing anything.
         case rename(from: LocalPath, expect: LocalFacts)
-        /// Gives the file at the path the remote version's mode: it holds that version's bytes already.
-        case chmod
+        /// Gives the file at the path the remote version's mode and extended attributes: it holds that
+        /// version's bytes already.
+        case attributes
     }
 
     var action: Action
@@ -59,6 +60,9 @@ struct DiskOp: Sendable {
     /// Mode and mtime when there is no remote version to take them from (a merge's result).
     var mode: UInt32 = 0o644
     var modifiedAt: Int64 = 0
+    /// The extended attributes the file is to stand for when they are not the remote version's (a
+    /// merge's result keeps the local file's).
+    var xattrs: ExtendedAttributes?
     /// The content id the written file has (for Local).
     var hash: String = ""
     /// The observer event to report; nil: none (a delete that only makes way, a folder made here).
@@ -73,11 +77,16 @@ struct DiskOp: Sendable {
     }
 
     var isMkdir: Bool { if case .mkdir = action { return true } else { return false } }
+
+    /// The whole set of extended attributes the file is to stand for (a record's): the policy's part of
+    /// it goes onto the disk, the rest is carried (`XattrSet.effective`).
+    var wantedXattrs: ExtendedAttributes { xattrs ?? remote?.xattrs ?? .none }
 }
 
 /// The outcome of one disk operation.
 enum DiskResult: Sendable {
-    case done(FileStat?)
+    /// Done; `unkept`: extended attributes the file system did not keep (the bytes are written).
+    case done(FileStat?, unkept: XattrShortfall? = nil)
     /// A folder kept because it still holds something.
     case kept
     case failed(ApplyFailure)

@@ -36,8 +36,8 @@ struct Outcomes {
                     failures.fail(op.recordPath, .down, ApplyFailure(.changedHere, "\(quoted(op.recordPath)) still holds files here"),
                                   row: try store.row(op.recordPath))
                     report.toCheck.append(op.path)
-                case let .done(stat):
-                    try recordDone(op, stat: stat)
+                case let .done(stat, unkept):
+                    try recordDone(op, stat: stat, unkept: unkept)
                     failures.succeeded(op.recordPath)
                     inline.drop(op.recordPath)
                     report.done.append(op.recordPath)
@@ -58,23 +58,30 @@ struct Outcomes {
         return report
     }
 
-    private func recordDone(_ op: DiskOp, stat: FileStat?) throws {
+    private func recordDone(_ op: DiskOp, stat: FileStat?, unkept: XattrShortfall?) throws {
         let path = op.recordPath
         switch op.action {
         case .write, .symlink:
             guard let stat else { return }
             var local = LocalFacts(stat, type: op.remote?.type ?? context.typeFor(path))
             local.hash = op.hash
+            // What it could not keep here stands as given (`XattrSet.effective`): the file is the set.
+            local.xattrs = XattrSet.digest(op.wantedXattrs)
             try store.setLocal(path, local)
+            try store.setUnkeptXattrs(path, local.kind == .file ? unkept : nil)
             if let remote = op.remote, let asset = try context.asset(of: remote), let chunks = asset.chunks, asset.isManifest {
                 // The manifest of a large file here is kept: its chunks build the next version.
                 try store.saveManifest(asset.id, chunks: chunks)
             }
-        case .chmod:
+        case .attributes:
             guard let stat, var local = op.expect else { return }
             // Written in place between the check and the chmod, it keeps what it was known as: the next
             // look finds the edit and sends it.
-            if local.size == stat.size && local.mtime == stat.mtime && local.inode == stat.inode { local.observe(stat) }
+            if local.size == stat.size && local.mtime == stat.mtime && local.inode == stat.inode {
+                local.observe(stat)
+                local.xattrs = XattrSet.digest(op.wantedXattrs)
+                try store.setUnkeptXattrs(path, unkept)
+            }
             try store.setLocal(path, local)
         case .mkdir:
             guard let stat else { return }
@@ -96,6 +103,8 @@ struct Outcomes {
             }
             local.type = local.kind == .file ? context.typeFor(path) : local.type
             try store.setLocal(path, local)
+            // What was not kept here moved with the files.
+            try store.moveUnkeptXattrs(from: fromPath, to: path)
             try store.setLocal(fromPath, nil)
         }
         if let agree = op.agree {

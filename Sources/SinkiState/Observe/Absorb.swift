@@ -48,6 +48,14 @@ extension LocalObserver {
             }
         }
         report.hashed = contents.count
+        // Extended attributes of every file, read after its content (a change after this read moves its
+        // ctime past the stat recorded, so the next look sees it); never its bytes again.
+        let xattrJobs = context.xattrs.isOff ? [] : observations.indices.filter { observations[$0].stat?.kind == .file }
+        let policy = context.xattrs
+        let readings: [Result<XattrDisk.Reading?, SafeRootError>] = Blocking.map(xattrJobs.map { observations[$0].path }) { path in
+            Result { () throws(SafeRootError) in try XattrDisk.read(safeRoots[path.root.index], path.relative, policy: policy) }
+        }
+        var xattrReadings: [Int: XattrDisk.Reading] = [:]
         var read: [Int: FileContent] = [:]
         var compressed: [Int: [UInt8]] = [:]
         var vanished = Set<Int>()
@@ -68,6 +76,18 @@ extension LocalObserver {
                 vanished.insert(index)
             }
         }
+        for (offset, index) in xattrJobs.enumerated() {
+            switch readings[offset] {
+            case let .success(reading?): xattrReadings[index] = reading
+            case .success(nil):
+                // Gone, or no longer a file: looked at again.
+                unstable.append(observations[index].path)
+                vanished.insert(index)
+            case let .failure(error):
+                if error.errno != ENOENT { logger.warning("cannot read the extended attributes of \(error)") }
+                vanished.insert(index)
+            }
+        }
         try store.transaction {
             var deletedFiles: [String] = []
             for index in observations.indices where !vanished.contains(index) {
@@ -82,6 +102,7 @@ extension LocalObserver {
                         if let content = read[index] {
                             var facts = LocalFacts(content.stat, type: type)
                             facts.hash = content.sha256
+                            if facts.kind == .file { facts.xattrs = try localXattrs(observation, xattrReadings[index]) }
                             local = facts
                         } else {
                             var facts = LocalFacts(stat, type: type)
@@ -92,6 +113,7 @@ extension LocalObserver {
                                 // one that just vanished is that file renamed, with the content it had there.
                                 facts.hash = hash
                             }
+                            if facts.kind == .file { facts.xattrs = try localXattrs(observation, xattrReadings[index]) }
                             local = facts
                         }
                     }
@@ -100,6 +122,7 @@ extension LocalObserver {
                 }
                 if local == observation.known { continue }
                 try store.setLocal(observation.recordPath, local)
+                if local?.kind != .file { xattrsLeftOut.removeValue(forKey: observation.recordPath) }
                 if live, local == nil, let known = observation.known, known.kind != .directory { deletedFiles.append(observation.recordPath) }
                 context.touched(observation.recordPath)
                 let synced = observation.row?.synced
@@ -117,5 +140,34 @@ extension LocalObserver {
             for path in deletedFiles { try deleteFollowsRename(path) }
         }
         return report
+    }
+}
+
+extension LocalObserver {
+    /// The digest Local records of a file's extended attributes (`XattrSet.effective`): what the disk
+    /// held (`reading`; nil with the policy off), with what it carries of its Remote record and the
+    /// names it could not keep here. What of its own cannot be sent is noted for status.
+    func localXattrs(_ observation: Observation, _ reading: XattrDisk.Reading?) throws -> String {
+        try localXattrSet(observation.recordPath, reading, remote: observation.row?.remote).digest
+    }
+
+    /// The set a file at `recordPath` stands for, and its digest (`localXattrs`).
+    func localXattrSet(_ recordPath: String, _ reading: XattrDisk.Reading?,
+                       remote: RemoteFacts?) throws -> (set: ExtendedAttributes, digest: String) {
+        let unkept = try store.unkeptXattrs(recordPath)
+        let effective = XattrSet.effective(own: reading?.own ?? .none, remote: remote?.xattrs ?? .none, unkept: unkept, policy: context.xattrs)
+        let leftOut = (reading?.leftOut ?? []) + effective.leftOut.map { "extended attribute \($0) is not sent: the file's attributes pass the bounds" }
+        noteXattrsLeftOut(recordPath, leftOut)
+        return (effective.set, XattrSet.digest(effective.set))
+    }
+
+    /// Keeps, for status, what of a file's own attributes is not sent (nothing: forgotten); logged once.
+    func noteXattrsLeftOut(_ recordPath: String, _ reasons: [String]) {
+        guard let first = reasons.first else {
+            xattrsLeftOut.removeValue(forKey: recordPath)
+            return
+        }
+        let reason = reasons.count == 1 ? first : first + " (and \(reasons.count - 1) more)"
+        if xattrsLeftOut.updateValue(reason, forKey: recordPath) != reason { logger.warning("\(quoted(recordPath)): \(reason)") }
     }
 }

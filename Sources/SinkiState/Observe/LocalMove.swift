@@ -25,6 +25,8 @@ extension LocalObserver {
         }
         var report = ObserveReport()
         try store.transaction {
+            // What was not kept here moves with the files (before the old paths' entries go, and it with them).
+            try store.moveUnkeptXattrs(from: fromPath, to: toPath)
             for row in moved {
                 guard var local = row.local else { continue }
                 let newPath = toPath + String(decoding: row.path.utf8.dropFirst(fromPath.utf8.count), as: UTF8.self)
@@ -34,6 +36,7 @@ extension LocalObserver {
                 if row.path == fromPath && (local.kind == .directory || local.sameFile(destination)) { local.observe(destination) }
                 if local.kind != .directory { local.type = local.kind == .symlink ? Record.symlinkType : context.typeFor(newPath) }
                 pushCache.move(row.path, to: newPath)
+                if let reason = xattrsLeftOut.removeValue(forKey: row.path) { xattrsLeftOut[newPath] = reason }
                 if context.moveHints.count > 100_000 { context.moveHints.removeAll() }
                 context.moveHints[newPath] = row.path
                 context.moveSources[row.path] = newPath

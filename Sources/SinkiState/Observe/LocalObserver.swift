@@ -52,8 +52,11 @@ final class LocalObserver {
     var unstable: [LocalPath] = []
     /// New files with temporary-looking names a walk skipped; looked at after their grace period.
     var deferred: [LocalPath] = []
-    /// Local names that cannot be record paths (invalid UTF-8, a backslash), and special files.
-    var skipped: Set<String> = []
+    /// Local names that cannot be record paths (invalid UTF-8, a backslash), and special files, each
+    /// with why.
+    var skipped: [String: String] = [:]
+    /// Files whose own extended attributes are not all sent (past the bounds, a name not UTF-8), with why.
+    var xattrsLeftOut: [String: String] = [:]
     /// Per root, the entries its last whole walk left out by ignore rules.
     var ignoredCounts: [RootID: Int] = [:]
     /// Directories per root left without a watch (the limit was reached): walked periodically.
@@ -306,7 +309,7 @@ final class LocalObserver {
     }
 
     func noteSkipped(_ path: LocalPath, why: String) {
-        if skipped.insert(context.recordPath(path)).inserted {
+        if skipped.updateValue(why, forKey: context.recordPath(path)) == nil {
             logger.warning("skipping \(quoted(context.diskPath(path))): \(why)")
         }
     }

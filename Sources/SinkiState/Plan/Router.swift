@@ -65,8 +65,9 @@ struct Router {
         case .download, .conflict(.overwriteLocal):
             guard let remote = row.remote, let kind = remote.kind else { return }
             if kind == .file, let facts = row.local, facts.kind == .file, !facts.hash.isEmpty, facts.hash == remote.hash {
-                // The same bytes with another mode (a chmod elsewhere): no content moves.
-                round.disk.append(DiskOp(action: .chmod, path: local, recordPath: path, expect: facts, remote: remote, agree: SyncedFacts(remote),
+                // The same bytes with another mode or other extended attributes (a chmod or a setfattr
+                // elsewhere): no content moves.
+                round.disk.append(DiskOp(action: .attributes, path: local, recordPath: path, expect: facts, remote: remote, agree: SyncedFacts(remote),
                                          hash: remote.hash, event: .changed))
                 return
             }

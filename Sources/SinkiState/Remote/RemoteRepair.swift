@@ -56,8 +56,10 @@ extension Replica {
             let server = theirs[key].map(RemoteFacts.init), entry = mine[key]
             let path = theirs[key]?.path ?? entry!.path
             if (entry?.facts.tag ?? 0) > readThrough || (server?.tag ?? 0) > readThrough { continue }
-            // A mode counts too: `sync --verify` compares what a file is, not only its bytes.
-            if server?.liveContent != entry?.facts.liveContent || server?.perm != entry?.facts.perm {
+            // A mode and extended attributes count too: `sync --verify` compares what a file is, not
+            // only its bytes.
+            if server?.liveContent != entry?.facts.liveContent || server?.perm != entry?.facts.perm
+                || server?.xattrDigest != entry?.facts.xattrDigest {
                 mismatched.append(RemoteMismatch(path: path, server: server?.isTombstone == false ? server : nil,
                                                  here: entry?.facts.isTombstone == false ? entry?.facts : nil))
             }

@@ -31,7 +31,9 @@ public struct ReplicaStatus: Sendable {
     public var toApplyCount = 0
     /// The bytes those bring (files whose content is not here).
     public var toApplyBytes: Int64 = 0
-    public var skipped: [String] = []
+    /// Paths not synced whole, with why (names that cannot be record paths, special files, extended
+    /// attributes not sent or not kept).
+    public var skipped: [(path: String, reason: String)] = []
     public var skippedCount = 0
     /// Entries the last walk of each root left out by ignore rules.
     public var ignoredCount = 0
@@ -67,8 +69,14 @@ extension Replica {
         facts.refusedCount = failures.count(.up)
         facts.notApplied = Array(failures.listed(.down).prefix(limit))
         facts.notAppliedCount = failures.count(.down)
-        facts.skipped = Array(observer.skipped.sorted().prefix(limit))
-        facts.skippedCount = observer.skipped.count
+        let unkept = try store.unkeptXattrList(limit: limit)
+        var skipped: [String: String] = observer.skipped
+        for (path, reason) in observer.xattrsLeftOut { skipped[path] = skipped[path].map { $0 + "; " + reason } ?? reason }
+        for (path, reason) in unkept.entries { skipped[path] = skipped[path].map { $0 + "; " + reason } ?? reason }
+        facts.skipped = skipped.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.prefix(limit).map { ($0.key, $0.value) }
+        // A path both observed and with attributes not kept counts once.
+        let observed = Set(observer.skipped.keys).union(observer.xattrsLeftOut.keys)
+        facts.skippedCount = observed.count + unkept.count - (try observed.filter { try store.hasUnkeptXattrs($0) }.count)
         facts.ignoredCount = observer.ignoredCounts.values.reduce(0, +)
         facts.feedToken = try StatusQueries.feed(database).token
         facts.inFlight = scheduler.inFlight.count

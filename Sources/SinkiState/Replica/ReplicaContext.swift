@@ -32,6 +32,8 @@ final class ReplicaContext {
     var ignores: [IgnoreRules]
     /// Files up to this size travel inline in their record.
     var inlineLimit: Int64 = 256 << 10
+    /// Which extended attributes sync from this device (`[transfer] xattrs`).
+    var xattrs = XattrPolicy()
     /// The merge type stamped on a file's record, chosen by its path (merge rules, issue 5).
     var typeFor: @Sendable (String) -> String
     /// Which `[merge]` rule settles a conflict on a path (a reload replaces them).

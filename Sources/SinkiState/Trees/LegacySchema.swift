@@ -41,7 +41,7 @@ enum LegacySchema {
             try database.execute("DROP TABLE IF EXISTS root_totals; DROP TABLE IF EXISTS applying; DROP TABLE IF EXISTS remote_folders;")
             for trigger in try names("trigger", in: database) { try database.execute("DROP TRIGGER IF EXISTS \"\(trigger)\"") }
             try database.execute(StateStore.treeSchema + StateStore.sentSchema + StateStore.tusUploadsSchema + StateStore.conflictsSchema
-                                 + StateStore.remoteFoldersSchema)
+                                 + StateStore.remoteFoldersSchema + StateStore.unkeptXattrsSchema)
             if try has("manifests") {
                 try database.execute("DROP INDEX IF EXISTS files_content")
             }

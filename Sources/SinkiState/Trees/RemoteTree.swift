@@ -58,7 +58,8 @@ extension StateStore {
             treeWrites &+= 1
             try database.run("""
                 UPDATE tree SET r_tag = 0, r_kind = NULL, r_hash = '', r_size = 0, r_type = '', r_mode = 0, r_mtime = 0, r_device = '',
-                    r_moved_from = NULL, r_asset = NULL, r_asset_manifest = 0, r_perm = 0, r_incomplete = 0 WHERE r_tag != 0
+                    r_moved_from = NULL, r_asset = NULL, r_asset_manifest = 0, r_perm = 0, r_incomplete = 0, r_xattrs = '', r_xattr_data = NULL
+                    WHERE r_tag != 0
                 """)
             try database.run("DELETE FROM tree WHERE l_kind IS NULL AND s_tag = 0 AND s_kind IS NULL AND r_tag = 0")
             try database.run("DELETE FROM remote_folders")

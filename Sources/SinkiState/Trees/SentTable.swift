@@ -6,14 +6,16 @@ import SinkiSupport
 extension StateStore {
     /// Notes a save about to go (committed before the request leaves).
     public func noteSent(_ path: String, _ node: Node) throws(SQLiteError) {
-        try database.run("INSERT OR IGNORE INTO sent(path, kind, hash, perm) VALUES(?, ?, ?, ?)", path, node.recordKind.code, node.hash, node.perm)
+        try database.run("INSERT OR IGNORE INTO sent(path, kind, hash, perm, xattrs) VALUES(?, ?, ?, ?, ?)", path, node.recordKind.code, node.hash,
+                         node.perm, node.xattrs)
     }
 
     /// The unanswered saves of `path`.
     public func sent(_ path: String) throws -> [Node] {
         var out: [Node] = []
-        try database.query("SELECT kind, hash, perm FROM sent WHERE path = ?", path) { row in
-            out.append(Node(kind: RecordKind(code: row.int64(0)), hash: row.text(1), perm: UInt32(truncatingIfNeeded: row.int64(2))))
+        try database.query("SELECT kind, hash, perm, xattrs FROM sent WHERE path = ?", path) { row in
+            out.append(Node(kind: RecordKind(code: row.int64(0)), hash: row.text(1), perm: UInt32(truncatingIfNeeded: row.int64(2)),
+                            xattrs: row.text(3)))
         }
         return out
     }

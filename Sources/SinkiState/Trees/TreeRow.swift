@@ -17,12 +17,15 @@ public struct LocalFacts: Sendable, Equatable {
     public var mode: UInt32
     /// The permission bits that count for syncing (`KeptMode`); 0 for what is no file.
     public var perm: UInt32
+    /// The digest of the extended attributes the file would send (`XattrSet`): its own within
+    /// `[transfer] xattrs` and what it carries of the server's; empty for none and for what is no file.
+    public var xattrs: String
     /// The merge type its record carries (`dir`, `symlink`, or the rule chosen by its name).
     public var type: String
 
     /// `perm` as stored; nil: taken from `mode` through this machine's umask.
     public init(kind: RecordKind, hash: String = "", size: Int64 = 0, mtime: Int64 = 0, ctime: Int64 = 0, inode: UInt64 = 0,
-                mode: UInt32 = 0, type: String = "", perm: UInt32? = nil) {
+                mode: UInt32 = 0, type: String = "", perm: UInt32? = nil, xattrs: String = "") {
         self.kind = kind
         self.hash = kind == .directory ? "" : hash
         self.size = kind == .directory ? 0 : size
@@ -31,6 +34,7 @@ public struct LocalFacts: Sendable, Equatable {
         self.inode = inode
         self.mode = mode
         self.perm = kind == .file ? perm ?? KeptMode.ofDisk(mode) : 0
+        self.xattrs = kind == .file ? xattrs : ""
         self.type = type
     }
 
@@ -58,7 +62,8 @@ public struct LocalFacts: Sendable, Equatable {
         kind == KnownKind.of(stat.kind) && size == stat.size && mtime == stat.mtime && inode == stat.inode && mode == stat.mode
     }
 
-    /// Takes in what `stat` says, keeping the hash (the caller sets it when it read the content).
+    /// Takes in what `stat` says, keeping the hash and the attributes' digest (the caller sets them when
+    /// it read them).
     public mutating func observe(_ stat: FileStat) {
         kind = KnownKind.of(stat.kind)
         size = kind == .directory ? 0 : stat.size
@@ -67,13 +72,14 @@ public struct LocalFacts: Sendable, Equatable {
         inode = stat.inode
         mode = stat.mode
         perm = kind == .file ? KeptMode.ofDisk(stat.mode) : 0
+        if kind != .file { xattrs = "" }
         if kind == .directory { hash = "" }
     }
 
     /// A file above the inline limit whose content no upload has named yet.
     public var isUnread: Bool { kind != .directory && hash.isEmpty }
 
-    public var node: Node { Node(kind: kind, hash: hash, perm: perm) }
+    public var node: Node { Node(kind: kind, hash: hash, perm: perm, xattrs: xattrs) }
 }
 
 /// The Synced tree's entry: the last version both sides agreed on, the merge base.
@@ -85,18 +91,23 @@ public struct SyncedFacts: Sendable, Equatable {
     public var hash: String
     /// The permission bits agreed on (`KeptMode`); 0 for what is no file.
     public var perm: UInt32
+    /// The digest of the extended attributes agreed on (`XattrSet`); empty for none.
+    public var xattrs: String
 
-    public init(tag: Int64, kind: RecordKind?, hash: String = "", perm: UInt32 = KeptMode.ofRecord(0)) {
+    public init(tag: Int64, kind: RecordKind?, hash: String = "", perm: UInt32 = KeptMode.ofRecord(0), xattrs: String = "") {
         self.tag = tag
         self.kind = kind
         self.hash = kind == nil || kind == .directory ? "" : hash
         self.perm = kind == .file ? perm : 0
+        self.xattrs = kind == .file ? xattrs : ""
     }
 
     /// The agreement recording `remote` as shared makes.
-    public init(_ remote: RemoteFacts) { self.init(tag: remote.tag, kind: remote.kind, hash: remote.hash, perm: remote.perm) }
+    public init(_ remote: RemoteFacts) {
+        self.init(tag: remote.tag, kind: remote.kind, hash: remote.hash, perm: remote.perm, xattrs: remote.xattrDigest)
+    }
 
-    public var node: Node? { kind.map { Node(kind: $0, hash: hash, perm: perm) } }
+    public var node: Node? { kind.map { Node(kind: $0, hash: hash, perm: perm, xattrs: xattrs) } }
 }
 
 /// The Remote tree's entry: the server's record as last read (feed, a save's answer, a listing),
@@ -120,10 +131,16 @@ public struct RemoteFacts: Sendable, Equatable {
     public var assetIsManifest: Bool
     /// The server lacked chunks of this version when it said it (`Record.incomplete`).
     public var incomplete: Bool
+    /// The record's extended attributes, every one of them (a device's `[transfer] xattrs` chooses
+    /// which it writes to disk; the others it carries along in what it sends).
+    public var xattrs: ExtendedAttributes
+    /// Their digest (`XattrSet`); empty for none.
+    public var xattrDigest: String
 
+    /// `xattrDigest` as stored; nil: computed from `xattrs`.
     public init(tag: Int64, kind: RecordKind?, hash: String = "", size: Int64 = 0, type: String = "", mode: UInt32 = 0, mtime: Int64 = 0,
                 device: String = "", movedFrom: String? = nil, assetID: String? = nil, assetIsManifest: Bool = false, perm: UInt32? = nil,
-                incomplete: Bool = false) {
+                incomplete: Bool = false, xattrs: ExtendedAttributes = .none, xattrDigest: String? = nil) {
         self.tag = tag
         self.kind = kind
         self.hash = kind == nil || kind == .directory ? "" : hash
@@ -137,12 +154,15 @@ public struct RemoteFacts: Sendable, Equatable {
         self.assetID = kind == nil ? nil : assetID
         self.assetIsManifest = assetIsManifest && assetID != nil
         self.incomplete = kind == nil ? false : incomplete
+        self.xattrs = kind == .file ? xattrs : .none
+        self.xattrDigest = kind == .file ? xattrDigest ?? XattrSet.digest(xattrs) : ""
     }
 
     public init(_ record: Record) {
         self.init(tag: record.changeTag, kind: record.deleted ? nil : record.kind, hash: record.sha256, size: record.size,
                   type: record.type, mode: record.mode, mtime: record.modifiedAt, device: record.device, movedFrom: record.movedFrom,
-                  assetID: record.asset?.id, assetIsManifest: record.asset?.isManifest ?? false, incomplete: record.incomplete)
+                  assetID: record.asset?.id, assetIsManifest: record.asset?.isManifest ?? false, incomplete: record.incomplete,
+                  xattrs: record.xattrs)
     }
 
     public var isTombstone: Bool { kind == nil }
@@ -150,13 +170,14 @@ public struct RemoteFacts: Sendable, Equatable {
     /// The content id the record counts with in the folder digests; nil for a tombstone.
     var liveContent: String? { kind == nil ? nil : hash }
 
-    public var node: Node? { kind.map { Node(kind: $0, hash: hash, perm: perm) } }
+    public var node: Node? { kind.map { Node(kind: $0, hash: hash, perm: perm, xattrs: xattrDigest) } }
 
     /// The record, without content: what a write, a merge or a conflict needs to know of it. A large
     /// file's manifest is `chunks`, read from the `manifests` table by the caller.
     public func record(path: String, chunks: [ChunkRef]? = nil) -> Record {
         var record = Record(path: path, type: type, deleted: kind == nil, changeTag: tag, size: size, sha256: hash, mode: mode,
                             modifiedAt: mtime, device: device, movedFrom: movedFrom)
+        record.xattrs = xattrs
         if let assetID {
             record.asset = assetIsManifest ? Asset(manifestHash: assetID, chunks: chunks ?? []) : Asset(id: assetID, size: size, sha256: hash)
         }
@@ -195,10 +216,11 @@ public struct TreeRow: Sendable, Equatable {
 }
 
 extension Node {
-    /// The planner's node for a record kind, content id (a folder has none) and kept mode (`KeptMode`).
-    public init(kind: RecordKind, hash: String, perm: UInt32) {
+    /// The planner's node for a record kind, content id (a folder has none), kept mode (`KeptMode`) and
+    /// extended attributes' digest (`XattrSet`).
+    public init(kind: RecordKind, hash: String, perm: UInt32, xattrs: String = "") {
         switch kind {
-        case .file: self = .file(ContentHash(hash), FileMode(perm))
+        case .file: self = .file(ContentHash(hash), FileMode(perm), XattrDigest(xattrs))
         case .directory: self = .folder
         case .symlink: self = .symlink(ContentHash(hash))
         }
@@ -214,14 +236,20 @@ extension Node {
 
     /// The kept mode of a file (`KeptMode`); 0 for a folder or a symlink.
     public var perm: UInt32 {
-        if case let .file(_, mode) = self { return mode.bits }
+        if case let .file(_, mode, _) = self { return mode.bits }
         return 0
+    }
+
+    /// The digest of a file's extended attributes (`XattrSet`); empty for none, a folder or a symlink.
+    public var xattrs: String {
+        if case let .file(_, _, xattrs) = self { return xattrs.hex }
+        return ""
     }
 
     /// The content id (empty for a folder).
     public var hash: String {
         switch self {
-        case let .file(hash, _), let .symlink(hash): return hash.hex
+        case let .file(hash, _, _), let .symlink(hash): return hash.hex
         case .folder: return ""
         }
     }

@@ -11,11 +11,24 @@ import SinkiSupport
 /// ignore rules leave out (`ignored`) keeps its entries but is no work: neither sent nor written.
 extension StateStore {
     /// Local differs from Synced: a change here to send (the `local_work` index). A file's kept mode
-    /// (`l_perm`, `KeptMode`) is part of what it is: a chmod alone is a change.
-    static let localDiffers = "ignored = 0 AND NOT (l_kind IS s_kind AND l_hash = s_hash AND l_perm = s_perm)"
-    /// Remote differs from Synced (a newer tag, or other content or mode): a change there to bring
-    /// here, or agreement to record (the `remote_work` index).
-    static let remoteDiffers = "ignored = 0 AND NOT (r_tag = s_tag AND r_kind IS s_kind AND r_hash = s_hash AND r_perm = s_perm)"
+    /// (`l_perm`, `KeptMode`) and the digest of its extended attributes (`l_xattrs`, `XattrSet`) are
+    /// part of what it is: a chmod or a setfattr alone is a change.
+    static let localDiffers = "ignored = 0 AND NOT (\(localSame()))"
+    /// Remote differs from Synced (a newer tag, or other content, mode or extended attributes): a
+    /// change there to bring here, or agreement to record (the `remote_work` index).
+    static let remoteDiffers = "ignored = 0 AND NOT (\(remoteSame()))"
+
+    /// Local holds what Synced holds, in SQL over the columns named with `row` before them (`NEW.`,
+    /// or nothing: the work indexes' conditions must read as the queries that use them say them).
+    static func localSame(_ row: String = "") -> String {
+        "\(row)l_kind IS \(row)s_kind AND \(row)l_hash = \(row)s_hash AND \(row)l_perm = \(row)s_perm AND \(row)l_xattrs = \(row)s_xattrs"
+    }
+
+    /// Remote holds what Synced holds, at its tag (columns named as in `localSame`).
+    static func remoteSame(_ row: String = "") -> String {
+        "\(row)r_tag = \(row)s_tag AND \(row)r_kind IS \(row)s_kind AND \(row)r_hash = \(row)s_hash AND \(row)r_perm = \(row)s_perm"
+            + " AND \(row)r_xattrs = \(row)s_xattrs"
+    }
 
     static let treeSchema = """
         CREATE TABLE IF NOT EXISTS tree(
@@ -46,7 +59,11 @@ extension StateStore {
             l_perm INTEGER NOT NULL DEFAULT 0,
             s_perm INTEGER NOT NULL DEFAULT 0,
             r_perm INTEGER NOT NULL DEFAULT 0,
-            r_incomplete INTEGER NOT NULL DEFAULT 0
+            r_incomplete INTEGER NOT NULL DEFAULT 0,
+            l_xattrs TEXT NOT NULL DEFAULT '',
+            s_xattrs TEXT NOT NULL DEFAULT '',
+            r_xattrs TEXT NOT NULL DEFAULT '',
+            r_xattr_data BLOB
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS tree_local_work ON tree(path) WHERE \(localDiffers);
         CREATE INDEX IF NOT EXISTS tree_remote_work ON tree(path) WHERE \(remoteDiffers);
@@ -55,7 +72,7 @@ extension StateStore {
         -- A peer's renames, by source: the source's delete here waits for the rename that takes it.
         CREATE INDEX IF NOT EXISTS tree_moved_from ON tree(r_moved_from) WHERE r_moved_from IS NOT NULL;
         -- New local content, by its name: a path gone from disk finds the rename made here that took it.
-        CREATE INDEX IF NOT EXISTS tree_new_content ON tree(l_hash) WHERE l_kind IN (0, 2) AND NOT (l_kind IS s_kind AND l_hash = s_hash AND l_perm = s_perm);
+        CREATE INDEX IF NOT EXISTS tree_new_content ON tree(l_hash) WHERE l_kind IN (0, 2) AND NOT (\(localSame()));
         -- Local files holding a manifest's chunks, found by their content identity (large files only).
         CREATE INDEX IF NOT EXISTS tree_content ON tree(l_hash) WHERE l_kind = 0 AND l_size > \(ContentID.wholeFileLimit);
         """
@@ -69,7 +86,8 @@ extension StateStore {
             kind INTEGER NOT NULL,
             hash TEXT NOT NULL,
             perm INTEGER NOT NULL DEFAULT 0,
-            PRIMARY KEY(path, kind, hash, perm)
+            xattrs TEXT NOT NULL DEFAULT '',
+            PRIMARY KEY(path, kind, hash, perm, xattrs)
         ) WITHOUT ROWID;
         """
 
@@ -90,13 +108,8 @@ extension StateStore {
     private static func rootOf(_ column: String) -> String { "substr(\(column), 1, instr(\(column), '/') - 1)" }
     /// A row that counts as a file present (folders are not counted), as 0 or 1.
     private static func counted(_ row: String) -> String { "(\(row).l_kind IS NOT NULL AND \(row).l_kind != 1)" }
-    private static func local(_ row: String) -> String {
-        "(\(row).ignored = 0 AND NOT (\(row).l_kind IS \(row).s_kind AND \(row).l_hash = \(row).s_hash AND \(row).l_perm = \(row).s_perm))"
-    }
-    private static func remote(_ row: String) -> String {
-        "(\(row).ignored = 0 AND NOT (\(row).r_tag = \(row).s_tag AND \(row).r_kind IS \(row).s_kind AND \(row).r_hash = \(row).s_hash"
-            + " AND \(row).r_perm = \(row).s_perm))"
-    }
+    private static func local(_ row: String) -> String { "(\(row).ignored = 0 AND NOT (\(localSame(row + "."))))" }
+    private static func remote(_ row: String) -> String { "(\(row).ignored = 0 AND NOT (\(remoteSame(row + "."))))" }
 
     /// The bytes a row's Remote file brings: its size when Remote differs from Synced with content
     /// the disk does not hold (a chmod, a delete, a folder or content already here bring none).

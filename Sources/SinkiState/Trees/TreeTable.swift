@@ -7,7 +7,7 @@ extension StateStore {
     static let treeColumns = """
         path, l_kind, l_hash, l_size, l_mtime, l_ctime, l_inode, l_mode, l_type, s_tag, s_kind, s_hash,
         r_tag, r_kind, r_hash, r_size, r_type, r_mode, r_mtime, r_device, r_moved_from, r_asset, r_asset_manifest,
-        l_perm, s_perm, r_perm, r_incomplete
+        l_perm, s_perm, r_perm, r_incomplete, l_xattrs, s_xattrs, r_xattrs, r_xattr_data
         """
 
     static func readRow(_ row: Statement, offset o: Int32 = 0) -> TreeRow {
@@ -16,12 +16,12 @@ extension StateStore {
             out.local = LocalFacts(kind: RecordKind(code: row.int64(o + 1)), hash: row.text(o + 2), size: row.int64(o + 3),
                                    mtime: row.int64(o + 4), ctime: row.int64(o + 5), inode: UInt64(bitPattern: row.int64(o + 6)),
                                    mode: UInt32(truncatingIfNeeded: row.int64(o + 7)), type: row.text(o + 8),
-                                   perm: UInt32(truncatingIfNeeded: row.int64(o + 23)))
+                                   perm: UInt32(truncatingIfNeeded: row.int64(o + 23)), xattrs: row.text(o + 27))
         }
         let syncedTag = row.int64(o + 9)
         if syncedTag != 0 || !row.isNull(o + 10) {
             out.synced = SyncedFacts(tag: syncedTag, kind: row.isNull(o + 10) ? nil : RecordKind(code: row.int64(o + 10)), hash: row.text(o + 11),
-                                     perm: UInt32(truncatingIfNeeded: row.int64(o + 24)))
+                                     perm: UInt32(truncatingIfNeeded: row.int64(o + 24)), xattrs: row.text(o + 28))
         }
         let remoteTag = row.int64(o + 12)
         if remoteTag != 0 {
@@ -29,7 +29,9 @@ extension StateStore {
                                      size: row.int64(o + 15), type: row.text(o + 16), mode: UInt32(truncatingIfNeeded: row.int64(o + 17)),
                                      mtime: row.int64(o + 18), device: row.text(o + 19), movedFrom: row.optionalText(o + 20),
                                      assetID: row.optionalText(o + 21), assetIsManifest: row.bool(o + 22),
-                                     perm: UInt32(truncatingIfNeeded: row.int64(o + 25)), incomplete: row.bool(o + 26))
+                                     perm: UInt32(truncatingIfNeeded: row.int64(o + 25)), incomplete: row.bool(o + 26),
+                                     xattrs: row.optionalBlob(o + 30).flatMap(ExtendedAttributes.init(encoded:)) ?? .none,
+                                     xattrDigest: row.text(o + 29))
         }
         return out
     }
@@ -77,15 +79,20 @@ extension StateStore {
         treeWrites &+= 1
         if let local {
             try database.run("""
-                INSERT INTO tree(path, l_kind, l_hash, l_size, l_mtime, l_ctime, l_inode, l_mode, l_type, l_perm) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO tree(path, l_kind, l_hash, l_size, l_mtime, l_ctime, l_inode, l_mode, l_type, l_perm, l_xattrs)
+                VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(path) DO UPDATE SET l_kind = excluded.l_kind, l_hash = excluded.l_hash, l_size = excluded.l_size,
                     l_mtime = excluded.l_mtime, l_ctime = excluded.l_ctime, l_inode = excluded.l_inode, l_mode = excluded.l_mode,
-                    l_type = excluded.l_type, l_perm = excluded.l_perm
-                """, path, local.kind.code, local.hash, local.size, local.mtime, local.ctime, local.inode, local.mode, local.type, local.perm)
+                    l_type = excluded.l_type, l_perm = excluded.l_perm, l_xattrs = excluded.l_xattrs
+                """, path, local.kind.code, local.hash, local.size, local.mtime, local.ctime, local.inode, local.mode, local.type, local.perm,
+                local.xattrs)
         } else {
             try database.run("""
-                UPDATE tree SET l_kind = NULL, l_hash = '', l_size = 0, l_mtime = 0, l_ctime = 0, l_inode = 0, l_mode = 0, l_perm = 0 WHERE path = ?
+                UPDATE tree SET l_kind = NULL, l_hash = '', l_size = 0, l_mtime = 0, l_ctime = 0, l_inode = 0, l_mode = 0, l_perm = 0,
+                    l_xattrs = '' WHERE path = ?
                 """, path)
+            // What this device could not keep of the path's attributes goes with the file.
+            try forgetUnkeptXattrs(path)
             try dropIfEmpty(path)
         }
     }
@@ -95,9 +102,10 @@ extension StateStore {
         treeWrites &+= 1
         let synced = synced ?? SyncedFacts(tag: 0, kind: nil)
         try database.run("""
-            INSERT INTO tree(path, s_tag, s_kind, s_hash, s_perm) VALUES(?, ?, ?, ?, ?)
-            ON CONFLICT(path) DO UPDATE SET s_tag = excluded.s_tag, s_kind = excluded.s_kind, s_hash = excluded.s_hash, s_perm = excluded.s_perm
-            """, path, synced.tag, synced.kind?.code, synced.hash, synced.perm)
+            INSERT INTO tree(path, s_tag, s_kind, s_hash, s_perm, s_xattrs) VALUES(?, ?, ?, ?, ?, ?)
+            ON CONFLICT(path) DO UPDATE SET s_tag = excluded.s_tag, s_kind = excluded.s_kind, s_hash = excluded.s_hash, s_perm = excluded.s_perm,
+                s_xattrs = excluded.s_xattrs
+            """, path, synced.tag, synced.kind?.code, synced.hash, synced.perm, synced.xattrs)
         if synced.tag == 0 && synced.kind == nil { try dropIfEmpty(path) }
     }
 
@@ -107,18 +115,21 @@ extension StateStore {
         if let remote {
             try database.run("""
                 INSERT INTO tree(path, r_tag, r_kind, r_hash, r_size, r_type, r_mode, r_mtime, r_device, r_moved_from, r_asset, r_asset_manifest,
-                    r_perm, r_incomplete)
-                VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    r_perm, r_incomplete, r_xattrs, r_xattr_data)
+                VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(path) DO UPDATE SET r_tag = excluded.r_tag, r_kind = excluded.r_kind, r_hash = excluded.r_hash,
                     r_size = excluded.r_size, r_type = excluded.r_type, r_mode = excluded.r_mode, r_mtime = excluded.r_mtime,
                     r_device = excluded.r_device, r_moved_from = excluded.r_moved_from, r_asset = excluded.r_asset,
-                    r_asset_manifest = excluded.r_asset_manifest, r_perm = excluded.r_perm, r_incomplete = excluded.r_incomplete
+                    r_asset_manifest = excluded.r_asset_manifest, r_perm = excluded.r_perm, r_incomplete = excluded.r_incomplete,
+                    r_xattrs = excluded.r_xattrs, r_xattr_data = excluded.r_xattr_data
                 """, path, remote.tag, remote.kind?.code, remote.hash, remote.size, remote.type, remote.mode, remote.mtime, remote.device,
-                remote.movedFrom, remote.assetID, remote.assetIsManifest, remote.perm, remote.incomplete)
+                remote.movedFrom, remote.assetID, remote.assetIsManifest, remote.perm, remote.incomplete, remote.xattrDigest,
+                remote.xattrs.isEmpty ? nil : remote.xattrs.encoded)
         } else {
             try database.run("""
                 UPDATE tree SET r_tag = 0, r_kind = NULL, r_hash = '', r_size = 0, r_type = '', r_mode = 0, r_mtime = 0, r_device = '',
-                    r_moved_from = NULL, r_asset = NULL, r_asset_manifest = 0, r_perm = 0, r_incomplete = 0 WHERE path = ?
+                    r_moved_from = NULL, r_asset = NULL, r_asset_manifest = 0, r_perm = 0, r_incomplete = 0, r_xattrs = '', r_xattr_data = NULL
+                    WHERE path = ?
                 """, path)
             try dropIfEmpty(path)
         }

@@ -125,7 +125,7 @@ extension StateStore {
         var found: TreeRow?
         try database.query("""
             SELECT \(Self.treeColumns) FROM tree INDEXED BY tree_gone WHERE s_hash = ? AND l_kind IS NULL AND s_kind IN (0, 2)
-              AND s_kind = ? AND r_tag = s_tag AND r_kind IS s_kind AND r_hash = s_hash AND r_perm = s_perm AND path != ? LIMIT 1
+              AND s_kind = ? AND \(Self.remoteSame()) AND path != ? LIMIT 1
             """, node.hash, node.recordKind.code, path) { found = Self.readRow($0) }
         return found
     }
@@ -157,7 +157,7 @@ extension StateStore {
         var out: [String] = []
         try database.query("""
             SELECT path FROM tree INDEXED BY tree_new_content WHERE l_hash = ? AND l_kind = ?
-              AND l_kind IN (0, 2) AND NOT (l_kind IS s_kind AND l_hash = s_hash AND l_perm = s_perm) LIMIT 8
+              AND l_kind IN (0, 2) AND NOT (\(Self.localSame())) LIMIT 8
             """, hash, kind.code) { out.append($0.text(0)) }
         return out
     }

@@ -72,57 +72,25 @@ final class Uploader {
             }
         }
         let hits = cached
+        // A file's extended attributes go with every save of it (`XattrSet.effective`): what it carries
+        // of its Remote record and the names not kept here are read now, its own from the disk below.
+        let policy = context.xattrs
+        var carried: [Int: (remote: ExtendedAttributes, unkept: Set<String>)] = [:]
+        for (index, item) in items.enumerated() where item.node?.recordKind == .file {
+            carried[index] = (try store.row(item.recordPath)?.remote?.xattrs ?? .none, try store.unkeptXattrs(item.recordPath))
+        }
+        let carriedNow = carried
         let built: [Result<(Record, FileContent?), SafeRootError>] = Blocking.map(Array(items.enumerated())) { index, item in
             Result { () throws(SafeRootError) in
-                let local = item.local
-                var record = Record(path: item.recordPath, type: local.map { $0.type.isEmpty ? Record.defaultType : $0.type } ?? Record.defaultType,
-                                    baseTag: item.base, mode: local?.mode ?? 0, modifiedAt: local?.mtime ?? 0, device: device)
-                guard let node = item.node, let local else {
-                    record.deleted = true
-                    record.mode = 0
-                    return (record, nil)
+                var (record, content) = try Self.record(for: item, index: index, hits: hits, safeRoots: safeRoots, device: device,
+                                                        inlineLimit: inlineLimit)
+                guard !record.deleted, record.kind == .file, let carried = carriedNow[index] else { return (record, content) }
+                guard let reading = try XattrDisk.read(safeRoots[item.path.root.index], item.path.relative, policy: policy) else {
+                    // Gone, or no longer a file, since it was planned: looked at again.
+                    throw SafeRootError.system(SystemError("open", errno: ENOENT, path: item.recordPath))
                 }
-                switch node {
-                case .folder:
-                    record.type = Record.directoryType
-                    if let source = item.movedFrom { record.movedFrom = source }
-                    return (record, nil)
-                case .file, .symlink:
-                    if case .symlink = node { record.type = Record.symlinkType }
-                    if let source = item.movedFrom {
-                        // Renamed: the server copies the content it holds at the source; nothing is read.
-                        record.movedFrom = source
-                        record.size = local.size
-                        record.sha256 = local.hash
-                        return (record, nil)
-                    }
-                    if let asset = item.asset {
-                        record.asset = asset
-                        record.size = asset.size
-                        // The content's name (`ContentID`): the manifest's hash above 256 KiB, else the SHA-256.
-                        record.sha256 = local.hash
-                        return (record, nil)
-                    }
-                    if let hit = hits[index] {
-                        record.data = hit.data
-                        record.size = local.size
-                        record.sha256 = local.hash
-                        return (record, nil)
-                    }
-                    if let now = try safeRoots[item.path.root.index].stat(item.path.relative), now.kind == .file, now.size > inlineLimit {
-                        // Grew past the inline limit since it was hashed: never read whole; looked at again.
-                        throw SafeRootError.system(SystemError("read", errno: EFBIG, path: item.recordPath))
-                    }
-                    let content = try ContentReader.read(safeRoots[item.path.root.index], item.path.relative, keepBytes: true)
-                    let bytes = content.bytes ?? []
-                    record.data = Deflate.compressForSending(bytes)
-                    record.size = Int64(bytes.count)
-                    record.sha256 = content.sha256
-                    record.mode = content.stat.mode
-                    record.modifiedAt = content.stat.mtime
-                    if content.stat.kind == .symlink { record.type = Record.symlinkType }
-                    return (record, content)
-                }
+                record.xattrs = XattrSet.effective(own: reading.own, remote: carried.remote, unkept: carried.unkept, policy: policy).set
+                return (record, content)
             }
         }
         var out: [Outgoing] = []
@@ -140,8 +108,21 @@ final class Uploader {
                         left.append(item)
                         continue
                     }
-                    if let content, var local = item.local, content.sha256 != local.hash || !local.matches(content.stat) {
-                        // Changed since it was hashed: the Local tree follows what is being sent.
+                    if var local = item.local, local.kind == .file {
+                        // Changed since it was looked at: the Local tree follows what is being sent.
+                        var changed = false
+                        if let content, content.sha256 != local.hash || !local.matches(content.stat) {
+                            local.observe(content.stat)
+                            local.hash = content.sha256
+                            changed = true
+                        }
+                        let xattrs = XattrSet.digest(record.xattrs)
+                        if xattrs != local.xattrs {
+                            local.xattrs = xattrs
+                            changed = true
+                        }
+                        if changed { try store.setLocal(item.recordPath, local) }
+                    } else if let content, var local = item.local, content.sha256 != local.hash || !local.matches(content.stat) {
                         local.observe(content.stat)
                         local.hash = content.sha256
                         try store.setLocal(item.recordPath, local)
@@ -164,6 +145,61 @@ final class Uploader {
             return a.record.path.utf8.lexicographicallyPrecedes(b.record.path.utf8)
         }
         return (out, left)
+    }
+
+    /// The record of one save, its content read now unless it goes without (a folder, a delete, a rename
+    /// the server copies, a large file's manifest, a small file read while it was hashed).
+    private static func record(for item: SaveItem, index: Int, hits: [Int: CachedContent], safeRoots: [SafeRoot], device: String,
+                               inlineLimit: Int64) throws(SafeRootError) -> (Record, FileContent?) {
+        let local = item.local
+        var record = Record(path: item.recordPath, type: local.map { $0.type.isEmpty ? Record.defaultType : $0.type } ?? Record.defaultType,
+                            baseTag: item.base, mode: local?.mode ?? 0, modifiedAt: local?.mtime ?? 0, device: device)
+        guard let node = item.node, let local else {
+            record.deleted = true
+            record.mode = 0
+            return (record, nil)
+        }
+        switch node {
+        case .folder:
+            record.type = Record.directoryType
+            if let source = item.movedFrom { record.movedFrom = source }
+            return (record, nil)
+        case .file, .symlink:
+            if case .symlink = node { record.type = Record.symlinkType }
+            if let source = item.movedFrom {
+                // Renamed: the server copies the content it holds at the source; nothing is read.
+                record.movedFrom = source
+                record.size = local.size
+                record.sha256 = local.hash
+                return (record, nil)
+            }
+            if let asset = item.asset {
+                record.asset = asset
+                record.size = asset.size
+                // The content's name (`ContentID`): the manifest's hash above 256 KiB, else the SHA-256.
+                record.sha256 = local.hash
+                return (record, nil)
+            }
+            if let hit = hits[index] {
+                record.data = hit.data
+                record.size = local.size
+                record.sha256 = local.hash
+                return (record, nil)
+            }
+            if let now = try safeRoots[item.path.root.index].stat(item.path.relative), now.kind == .file, now.size > inlineLimit {
+                // Grew past the inline limit since it was hashed: never read whole; looked at again.
+                throw SafeRootError.system(SystemError("read", errno: EFBIG, path: item.recordPath))
+            }
+            let content = try ContentReader.read(safeRoots[item.path.root.index], item.path.relative, keepBytes: true)
+            let bytes = content.bytes ?? []
+            record.data = Deflate.compressForSending(bytes)
+            record.size = Int64(bytes.count)
+            record.sha256 = content.sha256
+            record.mode = content.stat.mode
+            record.modifiedAt = content.stat.mtime
+            if content.stat.kind == .symlink { record.type = Record.symlinkType }
+            return (record, content)
+        }
     }
 
     /// Records the server's answers to a push: a saved version is what both now agree on; a conflict

@@ -114,7 +114,7 @@ extension PostgresStore {
     }
 
     static func versionEntry(_ rows: PGResult, _ row: Int, hasData: Bool) throws -> VersionEntry {
-        VersionEntry(record: try record(rows, row, hasData: hasData), savedAt: try rows.int64(row, 16), supersededAt: try rows.optionalInt64(row, 17))
+        VersionEntry(record: try record(rows, row, hasData: hasData), savedAt: try rows.int64(row, 17), supersededAt: try rows.optionalInt64(row, 18))
     }
 
     /// The bytewise range of a prefix and everything below it; parameters `first` to `first + 2`.
@@ -261,9 +261,9 @@ extension PostgresStore.SaveTransactionSQL: HistoryTransaction {
     func keepVersion(tag: Int64, supersededAt: Int64) throws {
         try db.execute("""
             INSERT INTO versions (change_tag, owner, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode,
-                                  modified_at, device, saved_at, moved_from, superseded_at, asset_chunks, data)
+                                  modified_at, device, saved_at, moved_from, superseded_at, asset_chunks, data, xattrs)
             SELECT change_tag, owner, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode,
-                   modified_at, device, saved_at, moved_from, $2, asset_chunks, data
+                   modified_at, device, saved_at, moved_from, $2, asset_chunks, data, xattrs
             FROM records WHERE change_tag = $1
             """, [tag, supersededAt])
     }

@@ -22,6 +22,8 @@ import SinkiSupport
 /// - `users`, `tokens`, `token_chains`: as in SQLite (`SQLiteRecordStore+Accounts.swift`).
 /// - `versions`, `chunk_refs`, `usage`, `users.quota`: the history and each user's usage, schema 5
 ///   (`PostgresStore+History.swift`).
+/// - `xattrs` in `records` and `versions`: a record's extended attributes as given
+///   (`ExtendedAttributes.encoded`), NULL for none; schema 6.
 ///
 /// Tags are in commit order for each user, which is all a reader (one user's feed) sees: a modify (and
 /// a sweep) first takes its user's transaction lock (`pg_advisory_xact_lock(userLockClass,
@@ -45,8 +47,8 @@ public final class PostgresStore: ServerStore {
 
     /// 1: records, users and device tokens. 2: tags from a sequence under per-user locks. 3: manifests
     /// of chunks (`asset_chunks`) and the index of records by asset. 4: folder digests. 5: kept versions,
-    /// usage and quotas.
-    static let schemaVersion = 5
+    /// usage and quotas. 6: extended attributes (`xattrs`) of records and versions.
+    static let schemaVersion = 6
 
     static let digestSQL = FolderDigestTable.SQL(FolderDigestTable.Dialect(
         user: "owner", text: "TEXT COLLATE \"C\"", integer: "BIGINT", tableOptions: "", parameter: { "$\($0)" },
@@ -124,6 +126,14 @@ public final class PostgresStore: ServerStore {
                 try db.execute(historySchema)
                 try rebuildUsage(db)
                 try db.execute("UPDATE schema_version SET version = 5")
+            }
+            if version < 6 {
+                // A record's extended attributes (issue 25), kept with every version.
+                try db.execute("""
+                    ALTER TABLE records ADD COLUMN xattrs BYTEA;
+                    ALTER TABLE versions ADD COLUMN xattrs BYTEA;
+                    UPDATE schema_version SET version = 6;
+                    """)
             }
             let id = try db.query("SELECT store_id FROM store")
             guard id.count == 1, let storeID = id.optionalText(0, 0), !storeID.isEmpty else {
@@ -210,14 +220,15 @@ public final class PostgresStore: ServerStore {
 
     static let insertSQL = """
         INSERT INTO records (change_tag, owner, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag,
-                             size, sha256, mode, modified_at, device, saved_at, moved_from, data, asset_chunks)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+                             size, sha256, mode, modified_at, device, saved_at, moved_from, data, asset_chunks, xattrs)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
         """
     static let updateSQL = """
         UPDATE records SET change_tag = $1, owner = $2, path = $3, type = $4, asset_id = $5, asset_size = $6,
                            asset_sha256 = $7, deleted = $8, base_tag = $9, size = $10, sha256 = $11, mode = $12,
-                           modified_at = $13, device = $14, saved_at = $15, moved_from = $16, data = $17, asset_chunks = $18
-        WHERE change_tag = $19
+                           modified_at = $13, device = $14, saved_at = $15, moved_from = $16, data = $17, asset_chunks = $18,
+                           xattrs = $19
+        WHERE change_tag = $20
         """
 
     public func modify(user: String, items: [CheckedRecord]) throws -> [StoreOutcome] {
@@ -284,6 +295,7 @@ public final class PostgresStore: ServerStore {
                 record.changeTag, user, record.path, record.type, record.asset?.id, record.asset?.size, record.asset?.sha256,
                 record.deleted, record.baseTag, record.size, record.sha256, record.mode, record.modifiedAt,
                 record.device, savedAt, record.deleted ? nil : record.movedFrom, record.data, record.asset?.storedChunks,
+                record.xattrs.stored,
             ]
             try db.execute(replacing == 0 ? PostgresStore.insertSQL : PostgresStore.updateSQL, replacing == 0 ? values : values + [replacing])
         }
@@ -328,7 +340,7 @@ public final class PostgresStore: ServerStore {
     // MARK: Reading
 
     /// Columns read into a Record, `data` last when asked for, as in SQLite.
-    static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from, asset_chunks"
+    static let columns = "change_tag, path, type, asset_id, asset_size, asset_sha256, deleted, base_tag, size, sha256, mode, modified_at, device, moved_from, asset_chunks, xattrs"
 
     static func record(_ rows: PGResult, _ row: Int, hasData: Bool) throws -> Record {
         var record = Record(path: try rows.text(row, 1), type: try rows.text(row, 2))
@@ -345,7 +357,8 @@ public final class PostgresStore: ServerStore {
         record.modifiedAt = try rows.int64(row, 11)
         record.device = try rows.text(row, 12)
         record.movedFrom = rows.optionalText(row, 13)
-        if hasData { record.data = try rows.optionalBytes(row, 15) }
+        record.xattrs = try ExtendedAttributes(stored: try rows.optionalBytes(row, 15), path: record.path)
+        if hasData { record.data = try rows.optionalBytes(row, 16) }
         return record
     }
 
