@@ -135,6 +135,12 @@ extension Agent {
                 // A rename the server refused: the source's record says what became of it (deepest first, so a
                 // folder whose contents follow their deletes is empty when its turn comes).
                 for move in report.movesWithoutSource.sorted(by: { $0.path.utf8.count > $1.path.utf8.count }) {
+                    // A stop does not wait for the rest (one read each: 300 of them held a SIGTERM past 10 s in
+                    // the soak, seed 9875): each is planned again after the restart and refused again.
+                    if stopping {
+                        _ = try? await replica.settleMoveWithoutSource(move.path, source: nil, agreed: nil)
+                        continue
+                    }
                     do {
                         let source = try await client.record(at: move.source)
                         publishApplied(try await replica.settleMoveWithoutSource(move.path, source: source, agreed: move.agreed))
