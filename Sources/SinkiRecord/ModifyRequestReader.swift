@@ -83,13 +83,7 @@ public struct ModifyRequestReader {
             // Counted as it is taken; `offset` names the byte at hand in the errors below.
             defer { offset += 1 }
             if inString {
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
-                }
+                _ = closesString(byte)
                 continue
             }
             switch byte {
@@ -113,6 +107,19 @@ public struct ModifyRequestReader {
         return index
     }
 
+    /// Takes `byte` inside a string, following its escapes; true when it ends the string.
+    private mutating func closesString(_ byte: UInt8) -> Bool {
+        if escaped {
+            escaped = false
+        } else if byte == UInt8(ascii: "\\") {
+            escaped = true
+        } else if byte == UInt8(ascii: "\"") {
+            inString = false
+            return true
+        }
+        return false
+    }
+
     private mutating func open() throws {
         depth += 1
         guard depth <= JSONReader.maxDepth else { throw JSONError(offset: offset, message: "nested deeper than \(JSONReader.maxDepth) levels") }
@@ -124,12 +131,7 @@ public struct ModifyRequestReader {
         if inString {
             keyText?.append(byte)
             if keyText?.count ?? 0 > 64 { keyText = nil }
-            if escaped {
-                escaped = false
-            } else if byte == UInt8(ascii: "\\") {
-                escaped = true
-            } else if byte == UInt8(ascii: "\"") {
-                inString = false
+            if closesString(byte) {
                 if let text = keyText {
                     var reader = JSONReader(text)
                     key = try? reader.readString()
