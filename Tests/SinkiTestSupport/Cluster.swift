@@ -121,47 +121,48 @@ public final class Cluster: @unchecked Sendable {
 
     public func agent(_ name: String) -> ChildProcess? { agents[name] }
 
-    /// Runs `statement` on agent `name`'s stopped state database (python3's sqlite3: the tests do not
-    /// link SQLite).
-    public func stateSQL(_ name: String, _ statement: String) throws {
-        let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()"
-        let process = try ChildProcess("/usr/bin/env", ["python3", "-c", script, directory.child(name) + "/state/state.db", statement],
+    /// Runs `sql` on the SQLite database at `path` with python3's sqlite3 (the tests do not link SQLite):
+    /// statements as one script, or with `query` one query whose rows' first column is printed and
+    /// returned, a line each.
+    private func sqlite(_ path: String, _ sql: String, label: String, query: Bool = false) throws -> String {
+        let script = query
+            ? "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); [print(row[0]) for row in c.execute(sys.argv[2])]"
+            : "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()"
+        let process = try ChildProcess("/usr/bin/env", ["python3", "-c", script, path, sql],
                                        logDirectory: directory.path, label: "sql-\(UInt64.random(in: 0...UInt64.max))")
-        guard process.waitForExit() == 0 else { throw ProcessFailed(label: "sql on \(name)'s state", log: process.errors) }
+        guard process.waitForExit() == 0 else { throw ProcessFailed(label: label, log: process.errors) }
+        return process.output
+    }
+
+    /// The server's SQLite store (`server-data/records.db`).
+    private func serverStore(_ what: String) throws -> String {
+        guard let data = serverData else { throw ProcessFailed(label: what, log: "no server data folder") }
+        return data + "/records.db"
+    }
+
+    /// Runs `statement` on agent `name`'s stopped state database.
+    public func stateSQL(_ name: String, _ statement: String) throws {
+        _ = try sqlite(directory.child(name) + "/state/state.db", statement, label: "sql on \(name)'s state")
     }
 
     /// Runs several statements on a stopped agent's state database, in one script.
     public func stateScript(_ name: String, _ statements: String) throws {
-        let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()"
-        let process = try ChildProcess("/usr/bin/env", ["python3", "-c", script, directory.child(name) + "/state/state.db", statements],
-                                       logDirectory: directory.path, label: "sql-\(UInt64.random(in: 0...UInt64.max))")
-        guard process.waitForExit() == 0 else { throw ProcessFailed(label: "sql script on \(name)'s state", log: process.errors) }
+        _ = try sqlite(directory.child(name) + "/state/state.db", statements, label: "sql script on \(name)'s state")
     }
 
-    /// Runs `statements` on the stopped server's SQLite store (`server-data/records.db`), as `stateSQL` does
-    /// on an agent's.
+    /// Runs `statements` on the stopped server's SQLite store, as `stateSQL` does on an agent's.
     public func serverSQL(_ statements: String) throws {
-        guard let data = serverData else { throw ProcessFailed(label: "sql on the server's store", log: "no server data folder") }
-        let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()"
-        let process = try ChildProcess("/usr/bin/env", ["python3", "-c", script, data + "/records.db", statements],
-                                       logDirectory: directory.path, label: "server-sql-\(UInt64.random(in: 0...UInt64.max))")
-        guard process.waitForExit() == 0 else { throw ProcessFailed(label: "sql on the server's store", log: process.errors) }
+        _ = try sqlite(try serverStore("sql on the server's store"), statements, label: "sql on the server's store")
     }
 
     /// How many saves the running server's SQLite store has taken in all: the records it holds now and
     /// the versions they replaced (change tags are drawn from the clock, so their difference counts
     /// nothing). Read beside the running server, as any reader of its WAL database may.
     public func serverSaveCount() throws -> Int {
-        guard let data = serverData else { throw ProcessFailed(label: "counting the server's saves", log: "no server data folder") }
-        let script = """
-            import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); \
-            print(c.execute("SELECT (SELECT count(*) FROM records) + (SELECT count(*) FROM versions)").fetchone()[0])
-            """
-        let process = try ChildProcess("/usr/bin/env", ["python3", "-c", script, data + "/records.db"],
-                                       logDirectory: directory.path, label: "server-count-\(UInt64.random(in: 0...UInt64.max))")
-        guard process.waitForExit() == 0, let count = Int(process.output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw ProcessFailed(label: "counting the server's saves", log: process.errors)
-        }
+        let label = "counting the server's saves"
+        let printed = try sqlite(try serverStore(label), "SELECT (SELECT count(*) FROM records) + (SELECT count(*) FROM versions)",
+                                 label: label, query: true)
+        guard let count = Int(printed.trimmingCharacters(in: .whitespacesAndNewlines)) else { throw ProcessFailed(label: label, log: printed) }
         return count
     }
 
