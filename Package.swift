@@ -48,7 +48,7 @@ let package = Package(
         .executableTarget(name: "bench-chunker", dependencies: ["SinkiSupport"], swiftSettings: strict),
 
         .target(name: "SinkiTestSupport", dependencies: ["SinkiRecord", "SinkiSupport"], path: "Tests/SinkiTestSupport", swiftSettings: strict),
-        .testTarget(name: "SinkiRecordTests", dependencies: ["SinkiRecord"], swiftSettings: strict),
+        .testTarget(name: "SinkiRecordTests", dependencies: ["SinkiRecord", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiSupportTests", dependencies: ["SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiLoopTests", dependencies: ["SinkiLoop"], swiftSettings: strict),
         .testTarget(name: "SinkiTransferTests", dependencies: ["SinkiTransfer", "SinkiServer", "SinkiTestSupport"], exclude: ["Fixtures"], swiftSettings: strict),

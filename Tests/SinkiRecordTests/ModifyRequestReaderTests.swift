@@ -1,4 +1,5 @@
 import SinkiRecord
+import SinkiTestSupport
 import Testing
 
 /// The modify batch read as it arrives (issue 24 item 4): the same batches, and the same refusals, as
@@ -23,7 +24,7 @@ import Testing
     }
 
     /// `bytes` fed in pieces cut by `random`.
-    static func streamed(_ bytes: [UInt8], limits: ModifyRequestReader.Limits = .init(), random: inout Mix) throws -> ModifyRequest {
+    static func streamed(_ bytes: [UInt8], limits: ModifyRequestReader.Limits = .init(), random: inout SeededRandom) throws -> ModifyRequest {
         var reader = ModifyRequestReader(limits: limits)
         var start = 0
         while start < bytes.count {
@@ -44,7 +45,7 @@ import Testing
     ]
 
     @Test func theSameBatchesHoweverTheTextIsCut() throws {
-        var random = Mix(seed: 24)
+        var random = SeededRandom(seed: 24)
         for sample in Self.samples {
             let bytes = Array(sample.utf8)
             let expected = try Self.wholeParse(bytes)
@@ -52,8 +53,9 @@ import Testing
             #expect(try ModifyRequest.parse(bytes) == expected)
         }
         // A batch as agents send it, with content.
-        let records = (0..<40).map { index in
-            Record(path: "Saves/\(index).bin", type: "binary", data: (0..<(index * 977)).map { UInt8(truncatingIfNeeded: $0 * 31 + index) },
+        let records = (0..<40).map { (index: Int) -> Record in
+            let data: [UInt8] = (0..<(index * 977)).map { (at: Int) -> UInt8 in UInt8(truncatingIfNeeded: at * 31 + index) }
+            return Record(path: "Saves/\(index).bin", type: "binary", data: data,
                    size: Int64(index * 977), sha256: "ab", mode: 0o644, modifiedAt: 1, device: "d\u{1}\"\n")
         }
         let batch = ModifyRequest(records: records)
@@ -63,7 +65,7 @@ import Testing
     /// Every text the whole reading refuses is refused, and every one it reads is read the same, for
     /// thousands of damaged batches (bytes changed, cut short, spliced).
     @Test func damagedTextsFareAsInOnePiece() throws {
-        var random = Mix(seed: 2024)
+        var random = SeededRandom(seed: 2024)
         let alphabet = Array(#"{}[]",:\ 0an"#.utf8)
         var refused = 0
         for round in 0..<6_000 {
@@ -90,7 +92,7 @@ import Testing
     }
 
     @Test func anErrorNamesItsByteInTheWholeText() throws {
-        var random = Mix(seed: 7)
+        var random = SeededRandom(seed: 7)
         let text = #"{"records":[{"path":"S/a","data":"eJwLAQAAVgBW"},{"path":"S/b","size":x}]}"#
         let at = Array(text.utf8).firstIndex(of: UInt8(ascii: "x"))!
         #expect(throws: JSONError.self) { try Self.streamed(Array(text.utf8), random: &random) }
@@ -110,7 +112,7 @@ import Testing
     }
 
     @Test func limitsRefuseBeforeTheRestIsHeld() throws {
-        var random = Mix(seed: 9)
+        var random = SeededRandom(seed: 9)
         let three = Array(#"{"records":[{"path":"S/a"},{"path":"S/b"},{"path":"S/c"}]}"#.utf8)
         #expect(throws: BatchLimitError.self) { try Self.streamed(three, limits: .init(maxRecords: 2), random: &random) }
         #expect(try Self.streamed(three, limits: .init(maxRecords: 3), random: &random).records.count == 3)
@@ -131,16 +133,3 @@ import Testing
 }
 
 private struct NoRecords: Error {}
-
-/// SplitMix64: a seeded sequence, so a failure repeats.
-struct Mix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
