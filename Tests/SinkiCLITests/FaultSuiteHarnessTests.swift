@@ -83,6 +83,35 @@ import Testing
         #expect(held == ["d/y": "y1", "d/z": "z1"])
     }
 
+    @Test func writesThatEndInTheBytesTheyBeganWithChangeNothingUnlessTheServerSawTheWay() {
+        func write(_ index: Int, _ agent: String, _ path: String, _ content: String, before: String?) -> FileOperation {
+            var written = operation(index, agent, .overwrite, path, content: content)
+            written.written[0].before = before
+            return written
+        }
+        let log = OperationLog()
+        log.append(write(0, "a", "x", "x1", before: nil))
+        log.append(write(1, "b", "x", "x2", before: "x1"))     // b's run: x1 -> x2 -> x1, unseen
+        log.append(write(2, "c", "y", "y1", before: nil))      // other paths in between do not matter
+        log.append(write(3, "b", "x", "x1", before: "x2"))     // back to a's bytes: a's version is held
+        log.append(write(4, "a", "e", "", before: nil))
+        log.append(operation(5, "c", .rename, "e", to: "z"))
+        log.append(write(6, "b", "e", "e1", before: ""))       // after the rename: b's stale copy (seed 9846)
+        log.append(write(6, "b", "e", "", before: "e1"))       // ... emptied again: nothing held
+        log.append(write(7, "a", "w", "w1", before: nil))
+        log.append(write(8, "b", "w", "w2", before: "w1"))
+        log.append(write(9, "c", "w", "w3", before: "w2"))     // another agent between: two runs
+        log.append(write(10, "b", "w", "w1", before: "w3"))
+        log.append(write(11, "a", "v", "v1", before: nil))
+        log.append(write(12, "b", "v", "v2", before: "v1"))
+        log.append(write(13, "b", "v", "v1", before: "v2"))    // v2 reached the server: an edit after all
+        let held = log.lastWrites(reachedServer: ["v2"]).mapValues(\.version.sha256)
+        #expect(held == ["x": "x1", "y": "y1", "w": "w1", "v": "v1"])
+        #expect(log.lastWrites(reachedServer: ["v2"])["x"]?.operation.agent == "a")
+        #expect(log.lastWrites(reachedServer: ["v2"])["v"]?.operation.agent == "b")
+        #expect(log.lastWrites()["v"]?.operation.agent == "a")
+    }
+
     @Test func theProxyForwardsBothWaysWhenItHasNoFault() throws {
         let server = try ByteServer(sending: 300_000)
         let proxy = try FaultProxy(label: "t", targetPort: server.port, seed: 1, script: [.none])

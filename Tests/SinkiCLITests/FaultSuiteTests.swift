@@ -403,7 +403,7 @@ final class FaultRun {
         if !lines.isEmpty { failures.append(Failure(check: "1. roots differ", lines: lines, paths: differing.sorted())) }
 
         // 2. Every last-written version kept.
-        let held = generator.log.lastWrites()
+        let held = generator.log.lastWrites(reachedServer: try cluster.serverContentIDs())
         for (index, name) in Self.agents.enumerated() {
             var lost: [String] = []
             var paths: [String] = []

@@ -166,6 +166,16 @@ public final class Cluster: @unchecked Sendable {
         return count
     }
 
+    /// Every content id (SHA-256) the running server's SQLite store holds or held, at any path: its
+    /// records and every version they replaced. The fault suite's run rule asks whether a version
+    /// ever reached the server.
+    public func serverContentIDs() throws -> Set<String> {
+        let label = "reading the server's content ids"
+        let printed = try sqlite(try serverStore(label), "SELECT sha256 FROM records UNION SELECT sha256 FROM versions",
+                                 label: label, query: true)
+        return Set(printed.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+    }
+
     /// The user all the cluster's agents belong to.
     public static let user = "owner"
 

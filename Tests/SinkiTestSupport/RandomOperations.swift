@@ -22,9 +22,11 @@ public struct FileOperation: Sendable, CustomStringConvertible {
         /// the file (applying another device's rename) while the harness held it open, so the bytes went
         /// with it, as an editor's would. Kept if they are anywhere in the root.
         public var movedAway: Bool
+        /// The SHA-256 of what the file held when the harness opened it; nil for a file it created.
+        public var before: String?
 
-        public init(path: String, size: Int, sha256: String, orphaned: Bool, movedAway: Bool = false) {
-            (self.path, self.size, self.sha256, self.orphaned, self.movedAway) = (path, size, sha256, orphaned, movedAway)
+        public init(path: String, size: Int, sha256: String, orphaned: Bool, movedAway: Bool = false, before: String? = nil) {
+            (self.path, self.size, self.sha256, self.orphaned, self.movedAway, self.before) = (path, size, sha256, orphaned, movedAway, before)
         }
     }
 
@@ -101,11 +103,40 @@ public final class OperationLog: @unchecked Sendable {
     /// the log would look. The roots must still agree with each other and with the server (checks 1, 3).
     public static let raceWindow = 300
 
-    public func lastWrites() -> [String: (operation: FileOperation, version: FileOperation.Version)] {
-        var held: [String: (operation: FileOperation, version: FileOperation.Version)] = [:]
+    /// A second exception, the run rule: a change is a change of content (docs/planner.md, "What is a
+    /// change"). When one agent X writes P several times in a row (no other operation touches P in
+    /// between) and the last write leaves the bytes the file held before the first, X changed nothing,
+    /// as a single write of the same bytes changes nothing (`unchanged`) — unless one of the versions
+    /// on the way reached the server (`reachedServer`, every content id its store holds or held), in
+    /// which case X's agent saw it and the last write is an edit like any other. The path is then held
+    /// to what it was held to before the run.
+    public typealias Held = (operation: FileOperation, version: FileOperation.Version)
+
+    public func lastWrites(reachedServer: Set<String> = []) -> [String: Held] {
+        var held: [String: Held] = [:]
+        // Per path, the run of content writes by one agent still going on there.
+        var runs: [String: (agent: String, before: String?, heldBefore: Held?, versions: [String])] = [:]
         func forget(_ path: String, below: Bool) {
             held[path] = nil
-            if below { for key in held.keys where key.hasPrefix(path + "/") { held[key] = nil } }
+            runs[path] = nil
+            if below {
+                for key in held.keys where key.hasPrefix(path + "/") { held[key] = nil }
+                for key in runs.keys where key.hasPrefix(path + "/") { runs[key] = nil }
+            }
+        }
+        func write(_ operation: FileOperation, _ version: FileOperation.Version) {
+            if var run = runs[version.path], run.agent == operation.agent {
+                if version.sha256 == run.before && !run.versions.contains(where: reachedServer.contains) {
+                    held[version.path] = run.heldBefore
+                    runs[version.path] = nil
+                    return
+                }
+                run.versions.append(version.sha256)
+                runs[version.path] = run
+            } else {
+                runs[version.path] = (operation.agent, version.before, held[version.path], [version.sha256])
+            }
+            held[version.path] = (operation, version)
         }
         var folderRenames: [(index: Int, agent: String, source: String)] = []
         func racesARename(_ operation: FileOperation, _ path: String) -> Bool {
@@ -118,7 +149,7 @@ public final class OperationLog: @unchecked Sendable {
             switch operation.kind {
             case .create, .overwrite, .append, .truncate, .final:
                 for version in operation.written {
-                    if racesARename(operation, version.path) { held[version.path] = nil } else { held[version.path] = (operation, version) }
+                    if racesARename(operation, version.path) { forget(version.path, below: false) } else { write(operation, version) }
                 }
             case .delete, .rmdir, .removeTree:
                 forget(operation.path, below: true)
@@ -129,7 +160,10 @@ public final class OperationLog: @unchecked Sendable {
                 forget(operation.path, below: false)
             case .bulk:
                 forget(operation.path, below: false)
-                for version in operation.written where !racesARename(operation, version.path) { held[version.path] = (operation, version) }
+                for version in operation.written where !racesARename(operation, version.path) {
+                    runs[version.path] = nil
+                    held[version.path] = (operation, version)
+                }
             }
         }
         return held
@@ -416,7 +450,8 @@ public final class RandomOperations: @unchecked Sendable {
         var atPath = stat()
         let movedAway = info.st_nlink > 0 && (lstat(full, &atPath) != 0 || atPath.st_ino != info.st_ino || atPath.st_dev != info.st_dev)
         operation.written = [FileOperation.Version(path: path, size: content.count, sha256: ContentID.of(content),
-                                                   orphaned: info.st_nlink == 0, movedAway: movedAway)]
+                                                   orphaned: info.st_nlink == 0, movedAway: movedAway,
+                                                   before: before.map { ContentID.of($0) })]
         operation.done = failure == nil
         operation.error = failure
         if before == content {
