@@ -15,6 +15,17 @@ import harness as h
 SIZE = 1 << 30
 NAME = "big.bin"
 GOAL = 2.0  # seconds (issue 14; 2.5 s before)
+RSS_GOAL_MIB = 64  # the sending agent's peak (issue 22, item 5)
+# Peak RSS (VmHWM, MiB) of each agent per sinkid run, read just before it stops.
+PEAKS = {"A": [], "B": []}
+
+
+def peak_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def wait_file(path, size, timeout=120, interval=0.005):
@@ -63,6 +74,8 @@ def run_sinkid(template, scratch):
         os.rename(source, a)
         t1 = wait_file(b, SIZE)
         used = cpu.read()
+        for name in PEAKS:
+            PEAKS[name].append(peak_mib(pair.agents[name].p.pid))
         if not same(template, b):
             raise RuntimeError("sinkid: B's file differs from A's")
         return t1 - t0, used
@@ -168,6 +181,10 @@ def main():
     ours = rows[0] if rows and rows[0] and rows[0]["name"] == "sinkid" else None
     if ours:
         print(f"\n  goal: sinkid <= {GOAL} s: median {ours['median']:.2f} s {'met' if ours['median'] <= GOAL else 'NOT met'}")
+    if PEAKS["A"]:
+        worst = max(PEAKS["A"])
+        print(f"  sinkid peak RSS: agent A (sending) {worst:.0f} MiB, agent B (receiving) {max(PEAKS['B']):.0f} MiB, "
+              f"the most of {len(PEAKS['A'])} run(s) (each: {', '.join(f'{v:.0f}' for v in PEAKS['A'])}); goal: the sender <= {RSS_GOAL_MIB} MiB {'met' if worst <= RSS_GOAL_MIB else 'NOT met'}")
     if ours and ours.get("cpu"):
         total = sum(ours["cpu"].values())
         cores = os.cpu_count() or 1
@@ -175,6 +192,7 @@ def main():
               + f"; total {total:.2f}, at least {total / cores:.2f} s of wall time on {cores} cores")
     h.save_results("W3", {"title": "W3: one new 1 GiB file, A to B, verified in place",
                           "goal": {"text": f"sinkid <= {GOAL} s", "seconds": GOAL, "met": ours["median"] <= GOAL if ours else None},
+                          "peak_rss_mib": {name: round(max(values), 1) for name, values in PEAKS.items() if values},
                           "tools": h.tool_rows(rows)})
     if args.json:
         with open(args.json, "w") as f:

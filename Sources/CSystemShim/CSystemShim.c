@@ -38,6 +38,7 @@ int sinki_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int from) {
 
 int sinki_malloc_trim(void) { return malloc_trim(0); }
 int sinki_malloc_arena_max(int arenas) { return mallopt(M_ARENA_MAX, arenas); }
+int sinki_malloc_mmap_threshold(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes); }
 
 int sinki_reserve_blocks(int fd, long long offset, long long length) {
     return fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)length);

@@ -12,9 +12,11 @@ import Synchronization
 /// Used by one caller at a time (its state is behind a lock only so that it may cross threads).
 public final class ChunkFileReader: Sendable {
     /// What one read takes from the file.
-    static let readSize = 4 << 20
+    static let readSize = 2 << 20
 
     private struct State {
+        /// One read's worth, kept for the whole file: a new one per batch was a fresh 4 MiB to map.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ChunkFileReader.readSize, alignment: 64)
         var cutter: ChunkCutter
         /// The bytes of the chunk under way, read but not yet cut.
         var carry: [UInt8] = []
@@ -36,6 +38,8 @@ public final class ChunkFileReader: Sendable {
         state = Mutex(State(cutter: ChunkCutter(profile: .forFileSize(size)), position: offset, chunkStart: offset))
     }
 
+    deinit { state.withLock { $0.buffer.deallocate() } }
+
     /// Where the chunk after the last one returned starts.
     public var offset: Int64 { state.withLock { $0.chunkStart } }
 
@@ -45,8 +49,7 @@ public final class ChunkFileReader: Sendable {
         let raw: [(offset: Int64, bytes: [UInt8])] = try state.withLock { state in
             var out: [(Int64, [UInt8])] = []
             var total = 0
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readSize, alignment: 64)
-            defer { buffer.deallocate() }
+            let buffer = state.buffer
             while total < maxBytes && state.position < size {
                 let want = Int(min(Int64(Self.readSize), size - state.position))
                 let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: state.position)

@@ -24,9 +24,10 @@ int sinki_pipe_cloexec(int fds[2]);
 /// folder, and close every descriptor from `from` up.
 int sinki_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path);
 int sinki_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int from);
-/// malloc_trim(0) and mallopt(M_ARENA_MAX, n): <malloc.h> is not in the Glibc module.
+/// malloc_trim(0), mallopt(M_ARENA_MAX, n) and mallopt(M_MMAP_THRESHOLD, n): <malloc.h> is not in the Glibc module.
 int sinki_malloc_trim(void);
 int sinki_malloc_arena_max(int arenas);
+int sinki_malloc_mmap_threshold(int bytes);
 /// fallocate(FALLOC_FL_KEEP_SIZE): blocks for `length` bytes at `offset`, the file's size unchanged.
 int sinki_reserve_blocks(int fd, long long offset, long long length);
 /// sync_file_range(SYNC_FILE_RANGE_WRITE): starts writing back a range, without waiting for it.
