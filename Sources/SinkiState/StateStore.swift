@@ -74,6 +74,8 @@ public final class StateStore {
     }
 
     public func transaction<T>(_ body: () throws -> T) throws -> T { try database.transaction(body) }
+    /// Runs `body`, which only reads, on one snapshot (`SQLiteDatabase.reading`).
+    public func reading<T>(_ body: () throws -> T) throws -> T { try database.reading(body) }
 }
 
 /// Keys of the meta table.

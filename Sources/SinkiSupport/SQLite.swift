@@ -55,6 +55,8 @@ public final class SQLiteDatabase {
     public let path: String
     private var statements: [String: Statement] = [:]
     private var transactionDepth = 0
+    /// Inside `reading`: a write there would upgrade a deferred transaction, which another writer can refuse.
+    private var readOnly = false
 
     /// Opens (creating if needed) a database in WAL mode with a busy timeout.
     public init(path: String, readOnly: Bool = false) throws(SQLiteError) {
@@ -152,8 +154,31 @@ public final class SQLiteDatabase {
         return statement.int64(0)
     }
 
+    /// Runs `body`, which only reads, in one read transaction (`BEGIN`, deferred): one snapshot for
+    /// all its queries, and one take and release of the WAL's read lock instead of one per statement
+    /// (those `fcntl` calls were a tenth of an agent's CPU sending 10,000 small files). Inside a
+    /// transaction it joins it.
+    public func reading<T>(_ body: () throws -> T) throws -> T {
+        if transactionDepth > 0 { return try body() }
+        try execute("BEGIN")
+        transactionDepth = 1
+        readOnly = true
+        defer { readOnly = false }
+        do {
+            let result = try body()
+            transactionDepth = 0
+            try execute("COMMIT")
+            return result
+        } catch {
+            transactionDepth = 0
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
     /// Runs `body` in one transaction (`BEGIN IMMEDIATE`); nested calls join the outer one.
     public func transaction<T>(_ body: () throws -> T) throws -> T {
+        assert(!readOnly, "bug: a write transaction inside a read-only one")
         if transactionDepth > 0 {
             transactionDepth += 1
             defer { transactionDepth -= 1 }

@@ -20,7 +20,10 @@ extension Replica {
             settledElsewhere = store.treeWrites - writes
             step.recorded += settledElsewhere
         }
-        let page = try scheduler.nextPage(limit: options.maxRecords, excludingRoots: options.excludingRoots, remoteOnly: !options.canSend)
+        let scheduler = self.scheduler
+        let page = try store.reading {
+            try scheduler.nextPage(limit: options.maxRecords, excludingRoots: options.excludingRoots, remoteOnly: !options.canSend)
+        }
         step.settled = page.settled && settledElsewhere == 0
         if page.planned.isEmpty { return step }
         var round = Round()

@@ -209,8 +209,16 @@ final class Uploader {
         var report = AcknowledgeReport()
         var agreed: [(String, RemoteFacts)] = []
         try store.transaction {
+            // Saved versions go into Remote together, so each folder's digests are updated once per
+            // batch rather than once per file below it; before anything else reads the tree.
+            var savedRemote: [(path: String, facts: RemoteFacts)] = []
+            func observeSaved() throws {
+                try store.observeRemote(savedRemote)
+                savedRemote.removeAll()
+            }
             for (outgoing, result) in zip(batch, results) {
                 let path = outgoing.record.path
+                if result.status != .saved { try observeSaved() }
                 switch result.status {
                 case .saved:
                     var saved = outgoing.record
@@ -220,7 +228,7 @@ final class Uploader {
                         continue
                     }
                     let facts = RemoteFacts(saved.withoutData)
-                    try store.observeRemote([(path, facts)])
+                    savedRemote.append((path, facts))
                     try store.setSynced(path, SyncedFacts(facts))
                     try store.dropSent(path)
                     if outgoing.record.asset != nil { try store.removeChunkUpload(path) }
@@ -271,6 +279,7 @@ final class Uploader {
                     report.refused.append(path)
                 }
             }
+            try observeSaved()
         }
         savedTotal += report.saved
         report.savedTotal = savedTotal
