@@ -36,6 +36,25 @@ extension StateStore {
         }
     }
 
+    /// Records saves the server took: each version is Remote's (unless the feed brought a newer one
+    /// already) and Synced's, in one row write each, and each folder's digests change once.
+    func observeSaved(_ entries: [(path: String, facts: RemoteFacts)]) throws {
+        if entries.isEmpty { return }
+        try transaction {
+            var deltas = FolderDeltas()
+            for (path, entry) in entries {
+                let old = try row(path)?.remote
+                if let old, old.tag >= entry.tag {
+                    try setSynced(path, SyncedFacts(entry))
+                    continue
+                }
+                try writeRemoteAndSynced(path, entry)
+                deltas.change(path: path, from: old?.liveContent, to: entry.liveContent, tag: entry.tag)
+            }
+            try apply(deltas)
+        }
+    }
+
     /// Removes the Remote entries at `paths` (the server holds no record there: a repair found it so).
     func forgetRemote(_ paths: [String]) throws {
         if paths.isEmpty { return }

@@ -213,7 +213,7 @@ final class Uploader {
             // batch rather than once per file below it; before anything else reads the tree.
             var savedRemote: [(path: String, facts: RemoteFacts)] = []
             func observeSaved() throws {
-                try store.observeRemote(savedRemote)
+                try store.observeSaved(savedRemote)
                 savedRemote.removeAll()
             }
             for (outgoing, result) in zip(batch, results) {
@@ -229,7 +229,6 @@ final class Uploader {
                     }
                     let facts = RemoteFacts(saved.withoutData)
                     savedRemote.append((path, facts))
-                    try store.setSynced(path, SyncedFacts(facts))
                     try store.dropSent(path)
                     if outgoing.record.asset != nil { try store.removeChunkUpload(path) }
                     failures.succeeded(path)
