@@ -21,13 +21,15 @@ struct ChunkSender {
     var announcer: InFlightAnnouncer?
 
     /// About this much of the file per batch: one missing-chunks request each. Two batches are in memory
-    /// at once (one sent while the next is read), with the copies the transfer makes: 4 MiB keeps the
-    /// sender of 1 GiB within 64 MiB (issue 22, item 5), and a batch still takes longer to send than
-    /// its look-ahead request's round trip on a link of 100 Mbit/s and 20 ms.
-    static let batchBytes = 4 << 20
-    /// Batches asked about at once at most, while the server holds them whole: with 4 MiB batches, a
-    /// 256 MiB file edited in one place costs 64 questions, 8 round trips' worth.
-    static let maxLookAhead = 8
+    /// at once (one sent while the next is read), with the copies the transfer makes: 2 MiB keeps the
+    /// sender of 1 GiB within 64 MiB (issue 22, item 5: 51-58 MiB in W3; 4 MiB held 57-67, 8 MiB 66-70).
+    /// The price is on a slow link: a batch's last chunks drain the `parallel` uploads before the next
+    /// batch starts, a round trip lost per batch (a new 256 MiB file over 20 ms / 100 Mbit/s: 26.3 s,
+    /// against 25.3 s with 4 MiB and 24.6 s with 8 MiB); overlapping the batches' uploads would win it back.
+    static let batchBytes = 2 << 20
+    /// Batches asked about at once at most, while the server holds them whole: with 2 MiB batches, a
+    /// 256 MiB file edited in one place costs 128 questions, 8 round trips' worth.
+    static let maxLookAhead = 16
 
     struct Outcome {
         var chunks: Int
