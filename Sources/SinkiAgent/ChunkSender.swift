@@ -85,9 +85,28 @@ struct ChunkSender {
         var finished = false
         defer { if !finished { announcer?.abandon() } }
         announcer?.add(chunks)
-        while true {
+        // The batches read and not yet all on the server, in file order: a batch's chunks are announced
+        // once they and every chunk before them are there, and its progress is kept once it is all there.
+        var open = OpenBatches()
+        // Each of these runs on the caller's loop (`isolation`, captured), as `progress` and the announcer must.
+        func settle() async throws {
+            _ = isolation
+            if let announcer {
+                let ready = open.announceable()
+                if !ready.isEmpty { announcer.add(ready) }
+            }
+            for batch in open.takeComplete() {
+                chunks += batch.refs
+                if let whole { for piece in batch.bytes { whole.update(piece) } }
+                read += batch.size
+                progress(read, newBytes)
+                try await replica.saveUpload(source, progress: ChunkUploadProgress(path: source.path, stat: source.stat, offset: read, chunks: chunks))
+            }
+        }
+        func next() async throws -> [ChunkPayload]? {
+            _ = isolation
             let (batch, lacking) = try await ahead.removeFirst().value
-            if batch.isEmpty { break }
+            if batch.isEmpty { return nil }
             heldWhole = lacking.isEmpty ? min(heldWhole + 1, Self.maxLookAhead - 1) : 0
             while ahead.count < 1 + heldWhole { lookAhead() }
             // A chunk twice in one batch (runs of zeros) goes once.
@@ -97,32 +116,19 @@ struct ChunkSender {
                 let unchecked = toSend
                 toSend = try await Blocking.run { ChunkFileReader.withChecksums(unchecked) }
             }
-            // Each chunk is announced once it and every chunk before it are on the server.
-            var onServer = Set(batch.map(\.ref.sha256).filter { !lacking.contains($0) })
-            var announced = 0
-            func announceReady() {
-                guard let announcer else { return }
-                var end = announced
-                while end < batch.count && onServer.contains(batch[end].ref.sha256) { end += 1 }
-                guard end > announced else { return }
-                announcer.add(batch[announced..<end].map(\.ref))
-                announced = end
-            }
-            announceReady()
-            var sentNow = newBytes
-            let sending = toSend
-            newBytes += try await tus.uploadChunks(toSend, width: width, sent: { index, bytes in
-                sentNow += bytes
-                progress(read, sentNow)
-                onServer.insert(sending[index].ref.sha256)
-                announceReady()
-            })
-            chunks += batch.map(\.ref)
-            if let whole { for piece in batch { whole.update(piece.bytes) } }
-            read += batch.reduce(0) { $0 + $1.ref.size }
-            progress(read, newBytes)
-            try await replica.saveUpload(source, progress: ChunkUploadProgress(path: source.path, stat: source.stat, offset: read, chunks: chunks))
+            open.append(batch, lacking: lacking, keepingBytes: keepsAllBytes)
+            try await settle()
+            return toSend
         }
+        // Batch after batch with no pause between them: the next is asked for while the last chunks of
+        // this one are still on their way.
+        _ = try await tus.uploadChunkStream(width: width, next: next, sent: { chunk, bytes in
+            _ = isolation
+            newBytes += bytes
+            progress(read, newBytes)
+            open.arrived(chunk.ref.sha256)
+            try await settle()
+        })
         // What was read is the file it was when opened: the same size, times and inode now.
         let now = try source.file.stat()
         guard read == source.size, now.size == source.stat.size, now.mtime == source.stat.mtime, now.ctime == source.stat.ctime else {
@@ -135,5 +141,54 @@ struct ChunkSender {
         finished = true
         let waits = try await replica.uploadFinished(source, chunks: chunks, manifest: manifest, content: whole?.finishHex())
         return Outcome(chunks: chunks.count, bytes: newBytes, recordWaits: waits)
+    }
+}
+
+/// The batches a `ChunkSender` has read and not yet seen all on the server, in file order.
+private struct OpenBatches {
+    struct Batch {
+        var refs: [ChunkRef]
+        var size: Int64
+        /// The chunks' bytes, kept only for a file hashed whole.
+        var bytes: [[UInt8]]
+        /// Chunks not on the server yet.
+        var missing: Set<String>
+        /// How many of `refs`, from the start, are announced.
+        var announced = 0
+    }
+
+    private var batches: [Batch] = []
+
+    mutating func append(_ batch: [ChunkPayload], lacking: Set<String>, keepingBytes: Bool) {
+        batches.append(Batch(refs: batch.map(\.ref), size: batch.reduce(0) { $0 + $1.ref.size },
+                             bytes: keepingBytes ? batch.map(\.bytes) : [], missing: lacking))
+    }
+
+    /// A chunk is on the server: in every batch that names it (a chunk in two batches may go twice).
+    mutating func arrived(_ sha256: String) {
+        for index in batches.indices { batches[index].missing.remove(sha256) }
+    }
+
+    /// The chunks that may be announced now, in file order: those on the server with every one before them.
+    mutating func announceable() -> [ChunkRef] {
+        var out: [ChunkRef] = []
+        for index in batches.indices {
+            let refs = batches[index].refs
+            var end = batches[index].announced
+            while end < refs.count && !batches[index].missing.contains(refs[end].sha256) { end += 1 }
+            out += refs[batches[index].announced..<end]
+            batches[index].announced = end
+            if end < refs.count { break }
+        }
+        return out
+    }
+
+    /// The batches at the front that are all on the server, removed.
+    mutating func takeComplete() -> [Batch] {
+        var count = 0
+        while count < batches.count && batches[count].missing.isEmpty { count += 1 }
+        let done = Array(batches.prefix(count))
+        batches.removeFirst(count)
+        return done
     }
 }

@@ -100,6 +100,52 @@ extension TusClient {
         return total
     }
 
+    /// Sends the chunks `next` hands out, a batch at a time, keeping up to `width` uploads going
+    /// across batches: the next batch is asked for while fewer than `width` chunks wait, so a batch's
+    /// last chunks never leave the link idle before the next batch starts (a round trip per batch on a
+    /// slow link). `next` returns nil at the end (an empty batch is fine); `sent` hears of each chunk
+    /// as it is done, in any order. Both are called between uploads from this function's task group,
+    /// on `isolation`: closures that touch loop-confined state must capture it (`_ = isolation`), or
+    /// Swift runs them, being async, off the loop. Returns the bytes sent in all.
+    public func uploadChunkStream(width: Int, next: () async throws -> [ChunkPayload]?,
+                                  sent: (ChunkPayload, Int64) async throws -> Void,
+                                  isolation: isolated (any Actor)? = #isolation) async throws -> Int64 {
+        let bound = LoopBound(self, loop: http.loop)
+        var total: Int64 = 0
+        var waiting: [ChunkPayload] = []
+        var first = 0
+        var ended = false
+        try await withThrowingTaskGroup(of: (ChunkPayload, Int64).self) { group in
+            var running = 0
+            while true {
+                while !ended && waiting.count - first < max(1, width) {
+                    guard let more = try await next() else {
+                        ended = true
+                        break
+                    }
+                    if first > 0 && first == waiting.count {
+                        waiting.removeAll(keepingCapacity: true)
+                        first = 0
+                    }
+                    waiting += more
+                }
+                while running < max(1, width) && first < waiting.count {
+                    let chunk = waiting[first]
+                    waiting[first].bytes = [] // the child holds the bytes now; they go with it
+                    first += 1
+                    group.addTask { [isolation] in (chunk, try await Self.sendChunk(bound, chunk, isolation: isolation)) }
+                    running += 1
+                }
+                if running == 0 { return }
+                guard let (chunk, bytes) = try await group.next() else { return }
+                running -= 1
+                total += bytes
+                try await sent(chunk, bytes)
+            }
+        }
+        return total
+    }
+
     /// Sends one chunk on the loop; the box is only opened there.
     private static func sendChunk(_ client: LoopBound<TusClient>, _ chunk: ChunkPayload,
                                   isolation: isolated (any Actor)?) async throws(TusError) -> Int64 {
