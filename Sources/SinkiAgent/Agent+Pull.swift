@@ -48,10 +48,7 @@ extension Agent {
                 if let news = page.inflight { takeInFlight(news) }
                 recordsArrived(page.records)
                 if !page.records.isEmpty { digests.matched = false }
-                if page.more || (caughtUp && page.records.count >= Self.burstRecords) {
-                    // A full page at the end of the feed is most likely a burst another device is still
-                    // sending a batch at a time: the next page is asked for (without waiting) while
-                    // this one is applied, so the link brings one while the disk takes the other.
+                if page.more {
                     let token = page.token
                     upcoming = Task { try await self.page(after: token) }
                 }
@@ -85,9 +82,7 @@ extension Agent {
                 // Read to its end: this agent's copy of the server's records is checked against the server's
                 // digests before anything says "up to date" (an empty long-poll after a match needs no new look).
                 pumpSync()
-                // With the next page already asked for, the check waits for it: it would compare a
-                // position the feed is about to leave (and cost a round trip between two pages).
-                if !page.more && caughtUp && prefetched == nil && !(page.records.isEmpty && digests.matched && !digests.recheck) {
+                if !page.more && caughtUp && !(page.records.isEmpty && digests.matched && !digests.recheck) {
                     digests.recheck = false
                     await checkWithServer()
                 }
@@ -154,9 +149,6 @@ extension Agent {
             control.notifier?.status(serviceStatus)
         }
     }
-
-    /// Records in a page at the end of the feed from which the next page is asked for at once.
-    static let burstRecords = 100
 
     /// Inline content read ahead of the rounds that write it, at most (pages are read on while below).
     static let inlineAhead = 16 << 20
