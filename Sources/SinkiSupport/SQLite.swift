@@ -160,20 +160,9 @@ public final class SQLiteDatabase {
     /// transaction it joins it.
     public func reading<T>(_ body: () throws -> T) throws -> T {
         if transactionDepth > 0 { return try body() }
-        try execute("BEGIN")
-        transactionDepth = 1
         readOnly = true
         defer { readOnly = false }
-        do {
-            let result = try body()
-            transactionDepth = 0
-            try execute("COMMIT")
-            return result
-        } catch {
-            transactionDepth = 0
-            try? execute("ROLLBACK")
-            throw error
-        }
+        return try outermost("BEGIN", body)
     }
 
     /// Runs `body` in one transaction (`BEGIN IMMEDIATE`); nested calls join the outer one.
@@ -184,7 +173,12 @@ public final class SQLiteDatabase {
             defer { transactionDepth -= 1 }
             return try body()
         }
-        try execute("BEGIN IMMEDIATE")
+        return try outermost("BEGIN IMMEDIATE", body)
+    }
+
+    /// Opens a transaction with `begin`, runs `body` in it and commits; rolls back if `body` throws.
+    private func outermost<T>(_ begin: String, _ body: () throws -> T) throws -> T {
+        try execute(begin)
         transactionDepth = 1
         do {
             let result = try body()

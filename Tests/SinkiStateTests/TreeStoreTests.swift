@@ -28,6 +28,46 @@ import Testing
         }
     }
 
+    /// A push's saves are recorded in one row write each (`observeSaved`, issue 22 item 4): the rows
+    /// and the folder digests must be exactly what observing each save and then agreeing on it gave,
+    /// also where the feed brought the save, or a newer version, before its answer.
+    @Test func savesRecordedTogetherLeaveWhatOneByOneLeft() throws {
+        let directory = TemporaryDirectory("sinki-tree-saved")
+        let together = try StateStore(path: directory.child("together.db"))
+        let oneByOne = try StateStore(path: directory.child("one-by-one.db"))
+        let names = ["a", "a/b", "a/b/c", "a/d", "e", "e/f/g", "h"]
+        var generator = SeededRandom(seed: 22)
+        var tag: Int64 = 0
+        for round in 1...300 {
+            var batch: [(path: String, facts: RemoteFacts)] = []
+            for name in names where generator.below(2) == 0 {
+                tag += 1
+                let kind: RecordKind? = [RecordKind.file, .directory, nil][generator.below(3)]
+                let facts = RemoteFacts(tag: tag, kind: kind, hash: kind == .file ? "h\(generator.below(4))" : "", size: 9)
+                batch.append(("R/" + name, facts))
+                // Sometimes the feed was first: with this very save, or with a newer version.
+                if generator.below(4) == 0 {
+                    let first = generator.below(2) == 0 ? facts : RemoteFacts(tag: tag + 1, kind: .file, hash: "newer", size: 5)
+                    if first.tag > tag { tag += 1 }
+                    for store in [together, oneByOne] { try store.observeRemote([("R/" + name, first)]) }
+                }
+            }
+            try together.transaction { try together.observeSaved(batch) }
+            try oneByOne.transaction {
+                for (path, facts) in batch {
+                    try oneByOne.observeRemote([(path, facts)])
+                    try oneByOne.setSynced(path, SyncedFacts(facts))
+                }
+            }
+            for name in names {
+                #expect(try together.row("R/" + name) == oneByOne.row("R/" + name), "R/\(name) after round \(round)")
+            }
+            for folder in ["R", "R/a", "R/a/b", "R/e", "R/e/f"] {
+                #expect(try together.remoteFolder(folder) == oneByOne.remoteFolder(folder), "\(folder) after round \(round)")
+            }
+        }
+    }
+
     @Test func theWorkIndexesHoldExactlyThePathsWhereTheTreesDiffer() throws {
         let directory = TemporaryDirectory("sinki-tree-store")
         let store = try StateStore(path: directory.child("state.db"))
