@@ -62,42 +62,21 @@ extension TusClient {
         }
     }
 
-    /// Sends `chunks`, up to `width` at once (sharing `[transfer] max-rate`); `sent` hears of each
-    /// chunk as it is done (its index in `chunks`, the bytes sent for it). Returns the bytes sent in all.
-    public func uploadChunks(_ chunks: [ChunkPayload], width: Int, sent: ((_ index: Int, _ bytes: Int64) -> Void)? = nil,
-                             isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> Int64 {
-        if chunks.count <= 1 || width <= 1 {
-            var total: Int64 = 0
-            for (index, chunk) in chunks.enumerated() {
-                let bytes = try await uploadChunk(chunk)
-                total += bytes
-                sent?(index, bytes)
-            }
-            return total
-        }
-        let bound = LoopBound(self, loop: http.loop)
-        var total: Int64 = 0
+    /// Sends `chunks`, up to `width` at once (sharing `[transfer] max-rate`): one batch of
+    /// `uploadChunkStream`. Returns the bytes sent in all.
+    public func uploadChunks(_ chunks: [ChunkPayload], width: Int, isolation: isolated (any Actor)? = #isolation) async throws(TusError) -> Int64 {
+        var handedOut = false
         do {
-            try await withThrowingTaskGroup(of: (Int, Int64).self) { group in
-                var next = 0
-                func start() {
-                    let index = next, chunk = chunks[index]
-                    next += 1
-                    group.addTask { [isolation] in (index, try await Self.sendChunk(bound, chunk, isolation: isolation)) }
-                }
-                while next < min(width, chunks.count) { start() }
-                while let (index, bytes) = try await group.next() {
-                    total += bytes
-                    sent?(index, bytes)
-                    if next < chunks.count { start() }
-                }
-            }
+            return try await uploadChunkStream(width: width, next: {
+                _ = isolation
+                defer { handedOut = true }
+                return handedOut ? nil : chunks
+            }, sent: { _, _ in })
         } catch let error as TusError {
             throw error
         } catch {
             throw .cancelled
         }
-        return total
     }
 
     /// Sends the chunks `next` hands out, a batch at a time, keeping up to `width` uploads going

@@ -20,38 +20,34 @@ extension StateStore {
 
     @discardableResult
     func observeRemote(_ entries: [(path: String, facts: RemoteFacts)], exactly: Bool = false) throws -> [String] {
+        try observe(entries, exactly: exactly, agreed: false)
+    }
+
+    /// Records saves the server took: each version is Remote's (unless the feed brought a newer one
+    /// already) and Synced's, in one row write each, and each folder's digests change once.
+    func observeSaved(_ entries: [(path: String, facts: RemoteFacts)]) throws {
+        _ = try observe(entries, exactly: false, agreed: true)
+    }
+
+    /// Remote takes `entries` (all but those it holds as new or newer; with `exactly`, all but those
+    /// it holds as they are), and with `agreed` Synced takes each of them too; the paths Remote took.
+    private func observe(_ entries: [(path: String, facts: RemoteFacts)], exactly: Bool, agreed: Bool) throws -> [String] {
         if entries.isEmpty { return [] }
         return try transaction {
             var deltas = FolderDeltas()
             var changed: [String] = []
             for (path, entry) in entries where entry.tag > 0 {
                 let old = try row(path)?.remote
-                if let old, exactly ? old == entry : old.tag >= entry.tag { continue }
-                try writeRemote(path, entry)
+                if let old, exactly ? old == entry : old.tag >= entry.tag {
+                    if agreed { try setSynced(path, SyncedFacts(entry)) }
+                    continue
+                }
+                if agreed { try writeRemoteAndSynced(path, entry) } else { try writeRemote(path, entry) }
                 deltas.change(path: path, from: old?.liveContent, to: entry.liveContent, tag: entry.tag)
                 changed.append(path)
             }
             try apply(deltas)
             return changed
-        }
-    }
-
-    /// Records saves the server took: each version is Remote's (unless the feed brought a newer one
-    /// already) and Synced's, in one row write each, and each folder's digests change once.
-    func observeSaved(_ entries: [(path: String, facts: RemoteFacts)]) throws {
-        if entries.isEmpty { return }
-        try transaction {
-            var deltas = FolderDeltas()
-            for (path, entry) in entries {
-                let old = try row(path)?.remote
-                if let old, old.tag >= entry.tag {
-                    try setSynced(path, SyncedFacts(entry))
-                    continue
-                }
-                try writeRemoteAndSynced(path, entry)
-                deltas.change(path: path, from: old?.liveContent, to: entry.liveContent, tag: entry.tag)
-            }
-            try apply(deltas)
         }
     }
 
