@@ -38,7 +38,9 @@ import Testing
         emit(outcome.summary)
         if let report = outcome.report {
             emit(report)
-            Issue.record(Comment(rawValue: "seed \(seed) diverged; its report is printed above and kept in \(outcome.folder)"))
+            // The verdict goes into the issue too: a CI log shows only the end of the output, where the
+            // agents' last lines are, and a seed that diverged there only may never do so again here.
+            Issue.record(Comment(rawValue: "seed \(seed) diverged; its report is printed above and kept in \(outcome.folder)\n" + outcome.verdict))
         }
     }
 }
@@ -79,6 +81,8 @@ final class FaultRun {
     struct Outcome {
         var summary: String
         var report: String?
+        /// The report's checks and problems in a few lines (empty when it passed).
+        var verdict = ""
         var folder: String
     }
 
@@ -246,10 +250,11 @@ final class FaultRun {
             return Outcome(summary: ([summary] + notes.map { "NOTE: \($0)" }).joined(separator: "\n"), report: nil, folder: cluster.directory.path)
         }
         cluster.directory.keep()
-        let report = FaultReport(run: self, failures: checks, waited: waited).text
+        let faultReport = FaultReport(run: self, failures: checks, waited: waited)
+        let report = faultReport.text
         try? writeFile(cluster.directory.child("report.txt"), report)
         try? writeFile(cluster.directory.child("operations.txt"), generator.log.operations.map(\.description).joined(separator: "\n") + "\n")
-        return Outcome(summary: summary, report: report, folder: cluster.directory.child("report.txt"))
+        return Outcome(summary: summary, report: report, verdict: faultReport.verdict, folder: cluster.directory.child("report.txt"))
     }
 
     // MARK: the end state
@@ -526,6 +531,16 @@ struct FaultReport {
         return names.filter { $0.hasPrefix("agent-\(name)-") && $0.hasSuffix(".err") }
             .sorted { Int($0.split(separator: "-")[2].split(separator: ".")[0]) ?? 0 < Int($1.split(separator: "-")[2].split(separator: ".")[0]) ?? 0 }
             .map { directory + "/" + $0 }
+    }
+
+    /// The problems and each failed check's first lines: what a log cut to its end must still show.
+    var verdict: String {
+        var out = run.problems.prefix(5).map { "PROBLEM: \($0)" }
+        for failure in failures.prefix(4) {
+            out.append("check \(failure.check)")
+            out += failure.lines.prefix(6).map { String($0.prefix(300)) }
+        }
+        return out.joined(separator: "\n")
     }
 
     var text: String {
