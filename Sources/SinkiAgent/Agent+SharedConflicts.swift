@@ -88,7 +88,7 @@ extension Agent {
     /// The chunks of a large version kept aside, sent as the agent sends any large file's (only those
     /// the server lacks); its manifest, which must name the very version recorded.
     private func uploadAside(_ item: ConflictShare) async throws -> Asset {
-        guard let tus = tusClient(), let sync = client else { throw CancellationError() }
+        guard let sync = client else { throw CancellationError() }
         let file = try HeldFile.open(item.copy, flags: O_RDONLY | O_NOFOLLOW)
         let reader = ChunkFileReader(file: file, size: item.record.size, from: 0)
         var chunks: [ChunkRef] = []
@@ -100,7 +100,7 @@ extension Agent {
             let unchecked = batch.filter { lacking.contains($0.ref.sha256) && named.insert($0.ref.sha256).inserted }
             if !unchecked.isEmpty {
                 let toSend = try await Blocking.run { ChunkFileReader.withChecksums(unchecked) }
-                _ = try await tus.uploadChunks(toSend, width: max(1, configuration.transfer.parallel))
+                _ = try await sync.upload(toSend)
             }
             chunks += batch.map(\.ref)
         }

@@ -6,8 +6,8 @@ import SinkiTransfer
 
 /// Sends a large file as chunks: reads it once from where an earlier run stopped, cutting and naming
 /// chunks a batch at a time (the next batch is read while this one travels), asks the server which
-/// of each batch it lacks, uploads those (`width` at once), and keeps how far it came after each
-/// batch. When the last chunk is cut the file's identity (its manifest's hash) is known, and the
+/// of each batch it lacks, sends those in one request per batch (`POST /v1/chunks/batch`, up to
+/// `batchesInFlight` at once), and keeps how far it came after each batch. When the last chunk is cut the file's identity (its manifest's hash) is known, and the
 /// record may name the manifest. Loop-confined, like the clients it drives.
 struct ChunkSender {
     let tus: TusClient
@@ -20,13 +20,16 @@ struct ChunkSender {
     /// Tells the server each batch's chunks once they are there, for receivers to fetch meanwhile.
     var announcer: InFlightAnnouncer?
 
-    /// About this much of the file per batch: one missing-chunks request each. Two batches are in memory
-    /// at once (one sent while the next is read), with the copies the transfer makes: 2 MiB keeps the
-    /// sender of 1 GiB within 64 MiB (issue 22, item 5: 51-58 MiB in W3; 4 MiB held 57-67, 8 MiB 66-70).
-    /// Small batches cost nothing on a slow link since the uploads of consecutive batches form one
-    /// window (`TusClient.uploadChunkStream`; before it, each batch's last chunks drained the link: a new
-    /// 256 MiB file over 20 ms / 100 Mbit/s took 26.3 s in 2 MiB batches, 24.6 s in 8 MiB, 23.9 s now).
+    /// About this much of the file per batch: one missing-chunks request and one upload each. A few
+    /// batches are in memory at once (sent while the next is read): 2 MiB keeps the sender of 1 GiB
+    /// within 64 MiB (issue 22, item 5: 51-58 MiB in W3; 4 MiB held 57-67, 8 MiB 66-70). Small batches
+    /// cost nothing on a slow link since consecutive batches travel side by side (`sendChunkStream`;
+    /// before, each batch's last chunks drained the link: a new 256 MiB file over 20 ms / 100 Mbit/s
+    /// took 26.3 s in 2 MiB batches, 24.6 s in 8 MiB).
     static let batchBytes = 2 << 20
+    /// Batch uploads under way at once: 4 MiB in flight fills a link of 100 Mbit/s at a round trip of
+    /// 300 ms, and keeps the sender's memory within its 64 MiB.
+    static let batchesInFlight = 2
     /// Batches asked about at once at most, while the server holds them whole: with 2 MiB batches, a
     /// 256 MiB file edited in one place costs 128 questions, 8 round trips' worth.
     static let maxLookAhead = 16
@@ -120,13 +123,13 @@ struct ChunkSender {
             try await settle()
             return toSend
         }
-        // Batch after batch with no pause between them: the next is asked for while the last chunks of
-        // this one are still on their way.
-        _ = try await tus.uploadChunkStream(width: width, next: next, sent: { chunk, bytes in
+        // Batch after batch with no pause between them: the next is asked for while the last ones are
+        // still on their way.
+        try await sync.sendChunkStream(width: min(width, Self.batchesInFlight), next: next, sent: { refs, bytes in
             _ = isolation
             newBytes += bytes
             progress(read, newBytes)
-            open.arrived(chunk.ref.sha256)
+            for ref in refs { open.arrived(ref.sha256) }
             try await settle()
         })
         // What was read is the file it was when opened: the same size, times and inode now.

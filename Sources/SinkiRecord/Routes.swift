@@ -10,6 +10,10 @@ public enum Routes {
     public static let assets = "/v1/assets/"
     /// A chunk's bytes (`GET`, this followed by its SHA-256), or a report that they are damaged (`DELETE`).
     public static let chunks = "/v1/chunks/"
+    /// Several chunks uploaded in one request, framed (`POST`; docs/protocol.md, "Chunks in batches").
+    public static let chunkBatch = "/v1/chunks/batch"
+    /// Several chunks fetched in one request: names in, frames out (`POST`).
+    public static let fetchChunks = "/v1/chunks/fetch"
     /// Which of a list of chunks the server lacks (`POST`).
     public static let missingChunks = "/v1/chunks/missing"
     /// A folder's digests, for checking that a copy of the records equals the server's (`GET`).

@@ -196,6 +196,62 @@ public struct MissingChunksResponse: Sendable, Equatable {
     }
 }
 
+/// The body of `POST /v1/chunks/fetch`: the chunks wanted, in the order their frames should come.
+public struct FetchChunksRequest: Sendable, Equatable {
+    /// The most names one request may carry: the server opens each chunk before its answer starts.
+    public static let maxNames = 256
+
+    public var chunks: [String]
+    public init(chunks: [String]) { self.chunks = chunks }
+
+    public var jsonBytes: [UInt8] { writeNames(chunks, key: "chunks") }
+
+    public static func parse(_ bytes: [UInt8]) throws -> FetchChunksRequest {
+        var reader = JSONReader(bytes)
+        return FetchChunksRequest(chunks: try readNames(&reader, key: "chunks"))
+    }
+}
+
+/// The answer to `POST /v1/chunks`: how many frames became (or already were) the user's chunks, and
+/// the names of those refused (a narrowed token's bytes that do not hash to their name).
+public struct ChunkBatchResponse: Sendable, Equatable {
+    public var stored: Int
+    public var refused: [String]
+
+    public init(stored: Int, refused: [String]) {
+        self.stored = stored
+        self.refused = refused
+    }
+
+    public var jsonBytes: [UInt8] {
+        var writer = JSONWriter(capacity: 32 + refused.count * 67)
+        writer.beginObject()
+        writer.field("stored", stored)
+        writer.key("refused")
+        writer.beginArray()
+        for name in refused { writer.string(name) }
+        writer.endArray()
+        writer.endObject()
+        return writer.bytes
+    }
+
+    public static func parse(_ bytes: [UInt8]) throws -> ChunkBatchResponse {
+        var reader = JSONReader(bytes)
+        var stored: Int?
+        var refused: [String] = []
+        try reader.readObject { reader, key in
+            switch key {
+            case "stored": stored = try reader.readInt()
+            case "refused": try reader.readArray { reader in refused.append(try reader.readString()) }
+            default: try reader.skipValue()
+            }
+        }
+        try reader.finish()
+        guard let stored else { throw RecordFieldError(field: "stored", message: "missing") }
+        return ChunkBatchResponse(stored: stored, refused: refused)
+    }
+}
+
 /// `{"KEY": ["NAME", …]}`.
 private func writeNames(_ names: [String], key: String) -> [UInt8] {
     var writer = JSONWriter(capacity: 16 + names.count * 67)

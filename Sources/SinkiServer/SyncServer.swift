@@ -226,6 +226,8 @@ public final class SyncServer: Sendable {
             router.addPrefix("OPTIONS", TusEndpoint.path, options)
             router.addPrefix("GET", Routes.assets, AssetRoute(store: uploads, records: store, chunks: chunks))
             router.add("POST", Routes.missingChunks, MissingChunksRoute(chunks: chunks))
+            router.add("POST", Routes.chunkBatch, ChunkBatchRoute(chunks: chunks))
+            router.add("POST", Routes.fetchChunks, ChunkFetchRoute(chunks: chunks))
             router.addPrefix("GET", Routes.chunks, ChunkGetRoute(chunks: chunks))
             router.addPrefix("DELETE", Routes.chunks, ChunkDeleteRoute(chunks: chunks, store: store, hub: hub, logger: logger))
             let authenticator = Authenticator(accounts: configuration.authentication == .tokens ? store : nil)

@@ -59,6 +59,8 @@ final class EasyHandle {
         case none
         case bytes([UInt8])
         case file(FileDescriptor, offset: Int64)
+        /// The parts and where each starts in the body.
+        case parts([[UInt8]], starts: [Int64])
     }
 
     private enum Sink {
@@ -101,6 +103,14 @@ final class EasyHandle {
             body = .none
         case .bytes(let bytes):
             body = .bytes(bytes)
+        case .parts(let parts):
+            var starts: [Int64] = []
+            var at: Int64 = 0
+            for part in parts {
+                starts.append(at)
+                at += Int64(part.count)
+            }
+            body = .parts(parts, starts: starts)
         case .file(let path, let offset, let length):
             guard offset >= 0, length >= 0 else { throw .invalidRequest("file body \(path): offset \(offset), length \(length)") }
             do { body = .file(try FileDescriptor.open(path, flags: O_RDONLY), offset: offset) } catch { throw .io(error) }
@@ -365,6 +375,18 @@ final class EasyHandle {
         case .bytes(let bytes):
             bytes.withUnsafeBytes { source in
                 buffer.baseAddress!.copyMemory(from: source.baseAddress! + Int(bodyPosition), byteCount: wanted)
+            }
+            bodyPosition += Int64(wanted)
+            return wanted
+        case .parts(let parts, let starts):
+            // The last part starting at or before the position (empty parts are passed over).
+            var index = starts.count - 1
+            while index > 0 && starts[index] > bodyPosition { index -= 1 }
+            while parts[index].count == Int(bodyPosition - starts[index]) { index += 1 }
+            let within = Int(bodyPosition - starts[index])
+            wanted = min(wanted, parts[index].count - within)
+            parts[index].withUnsafeBytes { source in
+                buffer.baseAddress!.copyMemory(from: source.baseAddress! + within, byteCount: wanted)
             }
             bodyPosition += Int64(wanted)
             return wanted

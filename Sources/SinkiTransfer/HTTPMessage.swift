@@ -36,6 +36,8 @@ public enum HTTPBody: Sendable {
     case bytes([UInt8])
     /// `length` bytes of the file at `path` from `offset`, streamed from disk, never loaded whole.
     case file(path: String, offset: Int64, length: Int64)
+    /// The arrays one after another, as one body, never joined in memory (chunks and their frames' headers).
+    case parts([[UInt8]])
 
     /// The byte count announced in `Content-Length`.
     public var length: Int64 {
@@ -43,6 +45,7 @@ public enum HTTPBody: Sendable {
         case .none: 0
         case .bytes(let bytes): Int64(bytes.count)
         case .file(_, _, let length): length
+        case .parts(let parts): Int64(parts.reduce(0) { $0 + $1.count })
         }
     }
 }

@@ -136,15 +136,15 @@ import Testing
         let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: cluster.directory.child("b") + "/state/downloads")) ?? []
         #expect(leftovers.isEmpty, "nothing half-built is left: \(leftovers)")
         // b took the files as they are; it never sends them back.
-        #expect(!(cluster.agent("b")?.errors.contains("/v1/uploads/") ?? true))
+        #expect(!(cluster.agent("b")?.errors.contains("/v1/chunks/batch") ?? true))
 
         // Renamed on a: b renames its copy; no chunk goes up or comes down again.
-        let uploads = cluster.agent("a")?.errors.components(separatedBy: "POST \(cluster.serverURL)/v1/uploads/").count
+        let uploads = cluster.agent("a")?.errors.components(separatedBy: "POST \(cluster.serverURL)/v1/chunks/batch").count
         let downloads = cluster.agent("b")?.errors.components(separatedBy: "/v1/chunks/").count
         try FileManager.default.moveItem(atPath: a + "/video/big.bin", toPath: a + "/video/renamed.bin")
         try await cluster.waitForConvergence("a", "b", timeout: 20) { $0.entries["video/renamed.bin"] != nil && $0.entries["video/big.bin"] == nil }
         #expect(FileManager.default.contents(atPath: b + "/video/renamed.bin") == big)
-        #expect(cluster.agent("a")?.errors.components(separatedBy: "POST \(cluster.serverURL)/v1/uploads/").count == uploads)
+        #expect(cluster.agent("a")?.errors.components(separatedBy: "POST \(cluster.serverURL)/v1/chunks/batch").count == uploads)
         #expect(cluster.agent("b")?.errors.components(separatedBy: "/v1/chunks/").count == downloads)
     }
 

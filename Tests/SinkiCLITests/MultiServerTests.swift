@@ -107,7 +107,7 @@ import Testing
         #expect(FileManager.default.contents(atPath: cluster.root("b") + "/big.bin") == big)
         // Its chunks went through both servers, into one store, and what was sent again is at most the
         // chunks the dying server was taking.
-        let posts = Nginx.accessLog(cluster.directory).split(separator: "\n").filter { $0.hasPrefix("POST /v1/uploads/") }
+        let posts = Nginx.accessLog(cluster.directory).split(separator: "\n").filter { $0.hasPrefix("POST /v1/chunks/batch") }
         #expect(posts.contains { $0.hasSuffix("upstream=127.0.0.1:\(firstPort)") }, "\(posts)")
         #expect(posts.contains { $0.hasSuffix("upstream=127.0.0.1:\(secondPort)") }, "\(posts)")
         let log = try #require(cluster.agent("a")?.errors)

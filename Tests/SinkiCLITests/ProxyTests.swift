@@ -78,10 +78,10 @@ import Testing
 
         // The chunks went up and came down through the proxy.
         let log = try #require(cluster.agent("a")?.errors)
-        #expect(log.contains("POST \(url)/v1/uploads/"), "no chunk upload through the proxy")
-        #expect(cluster.agent("b")?.errors.contains("GET \(url)/v1/chunks/") == true, "no chunk download through the proxy")
+        #expect(log.contains("POST \(url)/v1/chunks/batch"), "no chunk upload through the proxy")
+        #expect(cluster.agent("b")?.errors.contains("POST \(url)/v1/chunks/fetch") == true, "no chunk download through the proxy")
         let access = Nginx.accessLog(cluster.directory)
-        #expect(access.contains("POST /v1/uploads/") && access.contains("GET /v1/chunks/"))
+        #expect(access.contains("POST /v1/chunks/batch") && access.contains("POST /v1/chunks/fetch"))
         #expect(access.contains("GET /v1/changes"))
         // An upload created without its bytes (as a plain tus client makes one) gets the https URL the
         // server built from the proxy's headers, which is where its PATCHes then go.

@@ -36,7 +36,7 @@ import Synchronization
 /// this machine. Servers on other machines reach the folder over NFS, whose close flushes and commits.
 public final class ChunkStore: Sendable {
     let directory: String
-    private let logger: Logger
+    let logger: Logger
     /// `Clock.now()` when the last successful `syncfs` began: every chunk changed before it is durable.
     private let syncedBefore = Atomic<Int64>(0)
     /// For tests: called at the named points of a garbage collection, with the user.
@@ -280,12 +280,19 @@ public final class ChunkStore: Sendable {
 
     /// Gives an unnamed file holding a whole chunk (`DirectChunkWriter`) the chunk's name, under the
     /// user's shared lock; when the user holds the chunk already at that size the file is simply let go
-    /// (and the chunk touched), at another size (a damaged copy) it replaces it. Only for tokens not
-    /// narrowed to a prefix: theirs go through `adopt(source:…)`, which checks and marks.
-    func adopt(anonymous file: FileDescriptor, length: Int64, user: String, chunk name: String) throws -> Adoption {
+    /// (and the chunk touched), at another size (a damaged copy) it replaces it. For a token narrowed to
+    /// `prefix` the caller has checked that the bytes hash to the name: they take the name, held or not,
+    /// and the token its marker, as in `adopt(source:…)`.
+    func adopt(anonymous file: FileDescriptor, length: Int64, user: String, chunk name: String, checkedFor prefix: String? = nil) throws -> Adoption {
         let lock = try lock(user, exclusive: false, create: true)
         defer { withExtendedLifetime(lock) {} }
         let target = path(user: user, chunk: name)
+        if let prefix {
+            try replace(target, with: file)
+            do { try mark(user: user, prefix: prefix, chunk: name) } catch { logger.warning("chunk \(name): \(error)") }
+            clearDamaged(user: user, chunk: name)
+            return .stored
+        }
         if linkat(AT_FDCWD, "/proc/self/fd/\(file.raw)", AT_FDCWD, target, AT_SYMLINK_FOLLOW) == 0 {
             clearDamaged(user: user, chunk: name)
             return .stored
@@ -297,15 +304,20 @@ public final class ChunkStore: Sendable {
             return .alreadyHeld
         }
         // Another size: the held copy is damaged. The new bytes take its place (receivers check every chunk).
+        try replace(target, with: file)
+        logger.info("chunk \(name) held at another size replaced by an upload of \(length)")
+        clearDamaged(user: user, chunk: name)
+        return .stored
+    }
+
+    /// Names the unnamed `file` `target`, in place of whatever is there.
+    private func replace(_ target: String, with file: FileDescriptor) throws(SystemError) {
         let replacement = target + ".new." + RandomID.hex(bytes: 8)
         try syscall("link", path: replacement) { linkat(AT_FDCWD, "/proc/self/fd/\(file.raw)", AT_FDCWD, replacement, AT_SYMLINK_FOLLOW) }
         do { try syscall("rename", path: target) { rename(replacement, target) } } catch {
             unlink(replacement)
             throw error
         }
-        logger.info("chunk \(name) held at another size replaced by an upload of \(length)")
-        clearDamaged(user: user, chunk: name)
-        return .stored
     }
 
     /// Leaves (or refreshes) the marker saying a token narrowed to `prefix` uploaded the chunk.

@@ -10,7 +10,9 @@ import SinkiSupport
 /// at some 2,600 chunks a GiB, the two files and the renames of an ordinary upload were most of the
 /// server's time for a large file. The price: a body cut off leaves nothing to resume (the client
 /// sends the chunk again, at most 2 MiB); a chunk created without its body is an ordinary resumable
-/// upload. Confined to the worker thread of its request; ends once (`commit` or `abandon`).
+/// upload. A token narrowed to a prefix (`POST /v1/chunks/batch` takes its chunks here too) must send
+/// bytes that hash to the chunk's name, checked as they arrive (`ChunkStore.adopt(source:…)` says why).
+/// Confined to the worker thread of its request; ends once (`commit` or `abandon`).
 final class DirectChunkWriter: BodySink {
     private let chunks: ChunkStore
     let user: String
@@ -19,16 +21,22 @@ final class DirectChunkWriter: BodySink {
     private let file: FileDescriptor
     private let checksum: (algorithm: Digest.Algorithm, expected: [UInt8])?
     private let digest: Digest?
+    /// The narrowed token whose bytes must hash to `name`, and their SHA-256 so far.
+    private let prefix: String?
+    private let nameDigest: Digest?
     private(set) var received: Int64 = 0
     private var ended = false
 
-    init(chunks: ChunkStore, user: String, name: String, length: Int64, checksum: (Digest.Algorithm, [UInt8])?) throws(SystemError) {
+    init(chunks: ChunkStore, user: String, name: String, length: Int64, checksum: (Digest.Algorithm, [UInt8])?,
+         prefix: String? = nil) throws(SystemError) {
         self.chunks = chunks
         self.user = user
         self.name = name
         self.length = length
         self.checksum = checksum.map { (algorithm: $0.0, expected: $0.1) }
         digest = checksum.map { Digest($0.0) }
+        self.prefix = prefix
+        nameDigest = prefix == nil ? nil : Digest(.sha256)
         let folder = try chunks.fanOut(user: user, chunk: name)
         let directory = try FileDescriptor.open(folder, flags: O_RDONLY | O_DIRECTORY)
         let fd = sinki_open_anonymous(directory.raw, O_WRONLY | O_CLOEXEC, 0o600)
@@ -45,6 +53,7 @@ final class DirectChunkWriter: BodySink {
         }
         try file.writeAll(chunk, at: received)
         digest?.update(chunk)
+        nameDigest?.update(chunk)
         received += Int64(chunk.count)
     }
 
@@ -63,7 +72,11 @@ final class DirectChunkWriter: BodySink {
                               + "Upload-Checksum says \(Base64.encode(checksum.expected)); the chunk was discarded")
             }
         }
-        let adoption = try chunks.adopt(anonymous: file, length: length, user: user, chunk: name)
+        if let nameDigest, nameDigest.finishHex() != name {
+            chunks.logger.warning("chunk \(name) of a narrowed token's upload is other bytes than its name says; dropped")
+            return .refused
+        }
+        let adoption = try chunks.adopt(anonymous: file, length: length, user: user, chunk: name, checkedFor: prefix)
         // The disk is written while more chunks arrive (a record naming it is committed only after a
         // `syncfs`, which then finds little left), but not on this thread: starting write-back waits
         // for the device's queue, which made every chunk's answer wait milliseconds.
