@@ -1,6 +1,7 @@
 import Dispatch
 import CSystemShim
 import Glibc
+import SinkiMerge
 import SinkiSupport
 
 /// Writes below a root the way remote changes must land: a temporary file beside the target, then
@@ -275,8 +276,37 @@ enum DiskWriter {
             throw SystemError("rmdir", errno: code, path: parentPath + "/" + name)
         }
         guard sameEntry(now, expect) else { return false }
-        try syscall("unlink", path: parentPath + "/" + name) { unlinkat(parent, name, 0) }
-        return true
+        guard now.kind == .file else {
+            try syscall("unlink", path: parentPath + "/" + name) { unlinkat(parent, name, 0) }
+            return true
+        }
+        // Moved aside first, then checked, then unlinked: a program that opened the file before the
+        // move still writes into it, and what it writes would be lost with an unlinked file (the fault
+        // suite's seeds 30003 and 30012: an append between the check and the unlink). After the move
+        // no one can open it by its name, so a file unchanged and open to no writer is safe to drop.
+        let aside = TempNames.make(for: name)
+        try syscall("rename", path: parentPath + "/" + name) { sinki_rename_noreplace(parent, name, parent, aside) }
+        let moved = try? FileDescriptor.statEntry(parent: parent, parentPath: parentPath, name: aside)
+        if sameEntry(moved, expect) && !openForWriting(parent: parent, name: aside) {
+            unlinkat(parent, aside, 0)
+            return true
+        }
+        // Written meanwhile, or open to write: back under its name, where the edit wins over the delete.
+        try putBack(parent: parent, parentPath: parentPath, aside: aside, name: name)
+        return false
+    }
+
+    /// Puts the file moved aside to `aside` back at `name`; when a new file took the name in the
+    /// moment between, the one put back takes a conflict copy's name beside it, so neither is lost.
+    private static func putBack(parent: Int32, parentPath: String, aside: String, name: String) throws(SystemError) {
+        if sinki_rename_noreplace(parent, aside, parent, name) == 0 { return }
+        guard errno == EEXIST else { throw SystemError("rename", errno: errno, path: parentPath + "/" + name) }
+        let time = Clock.now()
+        for attempt in 0..<100 {
+            if sinki_rename_noreplace(parent, aside, parent, ConflictName.make(for: name, device: "kept", time: time, attempt: attempt)) == 0 { return }
+            guard errno == EEXIST else { break }
+        }
+        throw SystemError("rename", errno: errno, path: parentPath + "/" + aside)
     }
 }
 

@@ -86,3 +86,48 @@ import Testing
         #expect(try file.stat().size != recorded.size)
     }
 }
+
+/// A remote delete of a file a program is writing (the fault suite's seeds 30003 and 30012: the
+/// program opened the file just before the unlink and wrote into a file with no name left).
+@Suite struct DiskWriterRemoveTests {
+    func setUp(_ bytes: String) throws -> (TemporaryDirectory, FileDescriptor, FileStat) {
+        let directory = TemporaryDirectory("sinki-diskwriter-remove")
+        try Data(bytes.utf8).write(to: URL(fileURLWithPath: directory.child("game.save")))
+        let parent = try FileDescriptor.open(directory.path, flags: O_RDONLY | O_DIRECTORY)
+        let stat = try DiskWriter.statEntry(parent: parent.raw, parentPath: directory.path, name: "game.save")
+        return (directory, parent, stat)
+    }
+
+    func names(_ directory: TemporaryDirectory) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).sorted()
+    }
+
+    @Test func aFileAsPlannedAndOpenToNoWriterGoesAndLeavesNothing() throws {
+        let (directory, parent, stat) = try setUp("old")
+        // A reader does not hold it back.
+        let reader = open(directory.child("game.save"), O_RDONLY)
+        defer { close(reader) }
+        #expect(try DiskWriter.remove(parent: parent.raw, parentPath: directory.path, name: "game.save", expect: stat))
+        #expect(names(directory).isEmpty)
+    }
+
+    @Test func aFileOpenToAWriterStaysUnderItsNameAndWhatItWritesIsKept() throws {
+        let (directory, parent, stat) = try setUp("old")
+        let writer = open(directory.child("game.save"), O_RDWR)
+        #expect(writer >= 0)
+        #expect(try !DiskWriter.remove(parent: parent.raw, parentPath: directory.path, name: "game.save", expect: stat))
+        // The writer goes on writing: into the file that still has its name.
+        #expect(pwrite(writer, "new", 3, 0) == 3)
+        close(writer)
+        #expect(names(directory) == ["game.save"])
+        #expect(FileManager.default.contents(atPath: directory.child("game.save")) == Data("new".utf8))
+    }
+
+    @Test func aFileChangedSinceItWasPlannedStays() throws {
+        let (directory, parent, stat) = try setUp("old")
+        try Data("edited here".utf8).write(to: URL(fileURLWithPath: directory.child("game.save")))
+        #expect(try !DiskWriter.remove(parent: parent.raw, parentPath: directory.path, name: "game.save", expect: stat))
+        #expect(names(directory) == ["game.save"])
+        #expect(FileManager.default.contents(atPath: directory.child("game.save")) == Data("edited here".utf8))
+    }
+}

@@ -153,7 +153,8 @@ struct DiskExecutor {
         guard (try? FileDescriptor.statEntry(parent: directory.raw, parentPath: directory.path, name: name)) ?? nil != nil else {
             return .done(nil) // gone already (renamed away earlier in this batch)
         }
-        let echo: WriteEcho = expect.kind == .directory ? .directoryGone : .fileGone
+        // A file is moved aside before it goes (`DiskWriter.remove`): its event is the move.
+        let echo: WriteEcho = expect.kind == .directory ? .directoryGone : expect.kind == .file ? .movedAway : .fileGone
         context.watch?.expect(op.path, echo)
         do {
             let removed = try DiskWriter.remove(parent: directory.raw, parentPath: directory.path, name: name, expect: op.expectStat)
