@@ -30,9 +30,10 @@ struct ChunkSender {
     /// Batch uploads under way at once: 4 MiB in flight fills a link of 100 Mbit/s at a round trip of
     /// 300 ms, and keeps the sender's memory within its 64 MiB.
     static let batchesInFlight = 2
-    /// Batches asked about at once at most, while the server holds them whole: with 2 MiB batches, a
-    /// 256 MiB file edited in one place costs 128 questions, 8 round trips' worth.
-    static let maxLookAhead = 16
+    /// Batches asked about at once at most, while the server holds them whole (each keeps only its
+    /// chunks' names then, so the number costs no memory): with 2 MiB batches, a 256 MiB file edited in
+    /// one place costs 128 questions, which overlap as fast as the file is read.
+    static let maxLookAhead = 64
 
     struct Outcome {
         var chunks: Int
@@ -59,27 +60,33 @@ struct ChunkSender {
         // go one after another (the reader cuts the file in order); the questions overlap. While the
         // server turns out to hold whole batches (an edit of a large file: a few chunks new among
         // thousands), more are asked about at once, up to `maxLookAhead`, so that the round trips
-        // overlap rather than add up; a batch waiting its turn keeps only the bytes it will send.
-        var lastRead: Task<[ChunkPayload], any Error>?
-        var ahead: [Task<(batch: [ChunkPayload], lacking: Set<String>), any Error>] = []
-        func lookAhead() {
+        // overlap rather than add up. A batch read then keeps only its chunks' names: the few the server
+        // lacks are read again (and checked against their names) when they go. Otherwise a batch waiting
+        // its turn keeps only the bytes it will send.
+        var lastRead: Task<ReadBatch, any Error>?
+        var ahead: [Task<(batch: ReadBatch, lacking: Set<String>), any Error>] = []
+        func lookAhead(lean: Bool) {
             let previous = lastRead
             let read = Task {
                 _ = isolation
                 if let previous { _ = try await previous.value }
-                return try await Blocking.run { try reader.next(maxBytes: Self.batchBytes) }
+                return try await Blocking.run {
+                    let start = reader.offset
+                    let chunks = try reader.next(maxBytes: Self.batchBytes)
+                    return ReadBatch(start: start, chunks: lean ? chunks.map(\.withoutBytes) : chunks, lean: lean)
+                }
             }
             lastRead = read
             ahead.append(Task {
                 _ = isolation
                 let batch = try await read.value
-                if batch.isEmpty { return (batch, []) }
-                let lacking = Set(try await sync.missingChunks(batch.map(\.ref.sha256)))
-                if keepsAllBytes { return (batch, lacking) }
-                return (batch.map { lacking.contains($0.ref.sha256) ? $0 : ChunkPayload(ref: $0.ref, bytes: [], crc32: []) }, lacking)
+                if batch.chunks.isEmpty { return (batch, []) }
+                let lacking = Set(try await sync.missingChunks(batch.chunks.map(\.ref.sha256)))
+                if keepsAllBytes || batch.lean { return (batch, lacking) }
+                return (batch.keeping(lacking), lacking)
             })
         }
-        lookAhead()
+        lookAhead(lean: false)
         defer { for task in ahead { task.cancel() } }
         // Batches in a row the server held whole.
         var heldWhole = 0
@@ -109,17 +116,27 @@ struct ChunkSender {
         func next() async throws -> [ChunkPayload]? {
             _ = isolation
             let (batch, lacking) = try await ahead.removeFirst().value
-            if batch.isEmpty { return nil }
-            heldWhole = lacking.isEmpty ? min(heldWhole + 1, Self.maxLookAhead - 1) : 0
-            while ahead.count < 1 + heldWhole { lookAhead() }
+            if batch.chunks.isEmpty { return nil }
+            // The look-ahead doubles while whole batches are held, and falls back to one at the first
+            // batch with something to send (a new file's: its batches keep their bytes).
+            heldWhole = lacking.isEmpty ? min(heldWhole * 2 + 1, Self.maxLookAhead - 1) : 0
+            while ahead.count < 1 + heldWhole { lookAhead(lean: heldWhole > 0 && !keepsAllBytes) }
             // A chunk twice in one batch (runs of zeros) goes once.
             var named = Set<String>()
-            var toSend = batch.filter { lacking.contains($0.ref.sha256) && named.insert($0.ref.sha256).inserted }
-            if !toSend.isEmpty {
-                let unchecked = toSend
-                toSend = try await Blocking.run { ChunkFileReader.withChecksums(unchecked) }
+            let wanted = batch.placed.filter { lacking.contains($0.chunk.ref.sha256) && named.insert($0.chunk.ref.sha256).inserted }
+            var toSend: [ChunkPayload] = []
+            if !wanted.isEmpty {
+                let path = source.path
+                toSend = try await Blocking.run {
+                    let full = try wanted.map { item in
+                        guard batch.lean else { return item.chunk }
+                        guard let again = try reader.reread(item.chunk.ref, at: item.offset) else { throw UploadSuperseded(path: path) }
+                        return again
+                    }
+                    return ChunkFileReader.withChecksums(full)
+                }
             }
-            open.append(batch, lacking: lacking, keepingBytes: keepsAllBytes)
+            open.append(batch.chunks, lacking: lacking, keepingBytes: keepsAllBytes)
             try await settle()
             return toSend
         }
@@ -145,6 +162,32 @@ struct ChunkSender {
         let waits = try await replica.uploadFinished(source, chunks: chunks, manifest: manifest, content: whole?.finishHex())
         return Outcome(chunks: chunks.count, bytes: newBytes, recordWaits: waits)
     }
+}
+
+/// A batch as the sender read it: its chunks (without their bytes when `lean`) and where the first starts.
+private struct ReadBatch: Sendable {
+    var start: Int64
+    var chunks: [ChunkPayload]
+    var lean: Bool
+
+    /// Each chunk with where it starts in the file.
+    var placed: [(chunk: ChunkPayload, offset: Int64)] {
+        var offset = start
+        return chunks.map { chunk in
+            defer { offset += chunk.ref.size }
+            return (chunk, offset)
+        }
+    }
+
+    /// The batch with bytes kept only for the chunks named in `lacking`.
+    func keeping(_ lacking: Set<String>) -> ReadBatch {
+        ReadBatch(start: start, chunks: chunks.map { lacking.contains($0.ref.sha256) ? $0 : $0.withoutBytes }, lean: lean)
+    }
+}
+
+extension ChunkPayload {
+    /// The chunk's name and size only.
+    var withoutBytes: ChunkPayload { ChunkPayload(ref: ref, bytes: [], crc32: []) }
 }
 
 /// The batches a `ChunkSender` has read and not yet seen all on the server, in file order.

@@ -83,6 +83,15 @@ public final class ChunkFileReader: Sendable {
         }
     }
 
+    /// Chunk `ref` read again from `offset` (where an earlier `next` found it), checked against its
+    /// name; nil when the bytes there are no longer that chunk (the file changed since).
+    public func reread(_ ref: ChunkRef, at offset: Int64) throws -> ChunkPayload? {
+        var bytes = [UInt8](repeating: 0, count: Int(ref.size))
+        let got = try bytes.withUnsafeMutableBytes { buffer in try file.read(into: buffer, at: offset) }
+        guard got == bytes.count, Hex.encode(Digest.hash(bytes)) == ref.sha256 else { return nil }
+        return ChunkPayload(ref: ref, bytes: bytes, crc32: [])
+    }
+
     /// `chunks` with their CRC-32s, computed on every core.
     public static func withChecksums(_ chunks: [ChunkPayload]) -> [ChunkPayload] {
         Blocking.map(chunks) { chunk in
