@@ -128,20 +128,11 @@ struct ChunkFetchRoute: Route {
     }
 
     func respond(to request: Request) throws -> Reply {
-        let asked = try request.decodeBody(FetchChunksRequest.parse)
-        guard asked.chunks.count <= FetchChunksRequest.maxNames else {
-            throw Problem(.tooLarge, detail: "ask for at most \(FetchChunksRequest.maxNames) chunks at a time; this asks for \(asked.chunks.count)",
-                          field: "chunks")
-        }
-        if let bad = asked.chunks.firstIndex(where: { !ChunkStore.isName($0) }) {
-            throw Problem(.badRequest, detail: "chunks[\(bad)] is \(quoted(String(asked.chunks[bad].prefix(80)))), not a SHA-256 in 64 lowercase hex digits",
-                          field: "chunks")
-        }
-        var seen = Set<String>()
+        let names = try ChunkStore.checkedNames(request.decodeBody(FetchChunksRequest.parse).chunks, most: FetchChunksRequest.maxNames)
         let user = request.identity.user
         var frames: [ChunkFrameSource.Frame] = []
         var total: Int64 = 0
-        for name in asked.chunks where seen.insert(name).inserted {
+        for name in names {
             let visible = chunks.visible(user: user, prefix: request.scopePrefix, chunk: name) != nil
             let (file, size) = visible ? try Self.open(chunks.path(user: user, chunk: name)) : (nil, 0)
             frames.append(ChunkFrameSource.Frame(header: ChunkFrames.header(name: name, length: Int(size)), file: file, size: size, start: total))

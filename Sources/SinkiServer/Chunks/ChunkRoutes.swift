@@ -2,6 +2,22 @@ import Glibc
 import SinkiRecord
 import SinkiSupport
 
+extension ChunkStore {
+    /// A request's chunk names, each once in the order first named: `413` past `most` of them, `400`
+    /// naming the first that is not a SHA-256 in 64 lowercase hex digits.
+    static func checkedNames(_ names: [String], most: Int) throws(Problem) -> [String] {
+        guard names.count <= most else {
+            throw Problem(.tooLarge, detail: "ask for at most \(most) chunks at a time; this asks for \(names.count)", field: "chunks")
+        }
+        if let bad = names.firstIndex(where: { !isName($0) }) {
+            throw Problem(.badRequest, detail: "chunks[\(bad)] is \(quoted(String(names[bad].prefix(80)))), not a SHA-256 in 64 lowercase hex digits",
+                          field: "chunks")
+        }
+        var seen = Set<String>()
+        return names.filter { seen.insert($0).inserted }
+    }
+}
+
 /// `POST /v1/chunks/missing`: which of the chunks named the user lacks, so that a sender uploads only
 /// those. Chunks found present are touched: garbage collection keeps them another grace, time enough
 /// for the record that names them. A token narrowed to a prefix is told every chunk is missing: it
@@ -15,17 +31,7 @@ struct MissingChunksRoute: Route {
     func begin(_ request: Request) throws -> BodyPolicy { try request.writableJSON(limit: Self.bodyLimit) }
 
     func respond(to request: Request) throws -> Reply {
-        let asked = try request.decodeBody(MissingChunksRequest.parse)
-        guard asked.chunks.count <= MissingChunksRequest.maxNames else {
-            throw Problem(.tooLarge, detail: "ask for at most \(MissingChunksRequest.maxNames) chunks at a time; this asks for \(asked.chunks.count)",
-                          field: "chunks")
-        }
-        if let bad = asked.chunks.firstIndex(where: { !ChunkStore.isName($0) }) {
-            throw Problem(.badRequest, detail: "chunks[\(bad)] is \(quoted(String(asked.chunks[bad].prefix(80)))), not a SHA-256 in 64 lowercase hex digits",
-                          field: "chunks")
-        }
-        var seen = Set<String>()
-        let names = asked.chunks.filter { seen.insert($0).inserted }
+        let names = try ChunkStore.checkedNames(request.decodeBody(MissingChunksRequest.parse).chunks, most: MissingChunksRequest.maxNames)
         let user = request.identity.user
         guard request.scopePrefix == nil, let lock = try chunks.lock(user, exclusive: false) else {
             return .response(.json(MissingChunksResponse(missing: names).jsonBytes))
