@@ -26,13 +26,17 @@ import Testing
         try await waitUntil("b to call itself up to date", timeout: 60) {
             try statusJSON(cluster, "b")["agent"]?["state"] == .string("up-to-date")
         }
+        // b is away while a sends the file: running, it would fetch the file while a sends it, and on a
+        // machine busy with every other suite a's upload can take a minute, time enough for b to hold
+        // every chunk before the record comes and never to be seen downloading.
+        #expect(cluster.stopAgent("b") == 0)
         try writeFile(cluster.root("a") + "/big.bin", Self.random(24 << 20, seed: 7))
         var seenMoving = false
-        // a's upload comes first: on a machine busy with every other suite it alone can take minutes, so
-        // it is waited for on its own, and b's download (several seconds through the proxy) after it.
         try await waitUntil("the server to hold big.bin", timeout: 300) {
             try cluster.serverRecords().contains { $0.path == "SaveGames/big.bin" && !$0.deleted }
         }
+        // Back: the download (several seconds through the proxy) starts from nothing.
+        try cluster.startAgent("b", server: slow.url)
         try await waitUntil("b to be downloading big.bin", timeout: 120) {
             let status = try statusJSON(cluster, "b")
             guard case let .array(transfers)? = status["transfers"],
