@@ -7,8 +7,9 @@ import SinkiTransfer
 /// Sends a large file as chunks: reads it once from where an earlier run stopped, cutting and naming
 /// chunks a batch at a time (the next batch is read while this one travels), asks the server which
 /// of each batch it lacks, sends those in one request per batch (`POST /v1/chunks/batch`, up to
-/// `batchesInFlight` at once), and keeps how far it came after each batch. When the last chunk is cut the file's identity (its manifest's hash) is known, and the
-/// record may name the manifest. Loop-confined, like the clients it drives.
+/// `batchesInFlight` at once), and keeps how far it came after each batch. When the last chunk is cut
+/// the file's identity (its manifest's hash) is known, and the record may name the manifest.
+/// Loop-confined, like the clients it drives.
 struct ChunkSender {
     let tus: TusClient
     let sync: SyncClient
