@@ -186,9 +186,7 @@ extension Agent {
             // An earlier run's chunks are read back and checked: a kill may have lost what the page cache held.
             _ = try await Blocking.run { assembler.recheck() }
             let wanted = assembler.missing.map { chunks[$0] }
-            var sources: [ChunkSource] = []
-            var places: [String: (source: Int, offset: Int64)] = [:]
-            if !wanted.isEmpty { (sources, places) = try await replica.chunkSources(for: wanted) }
+            let (sources, places) = wanted.isEmpty ? ([], [:]) : try await replica.chunkSources(for: wanted)
             let before = assembler.bytesInPlace
             transfers.progress(key, done: before, new: 0)
             // The chunks no file here holds are fetched while those one holds are copied (an edit of a
@@ -196,11 +194,12 @@ extension Agent {
             // changed meanwhile) is fetched after it.
             let copying = sources.isEmpty ? nil : Task { [sources, places] in (try? await Blocking.run { assembler.copyLocal(from: sources, places: places) }) ?? 0 }
             var received: Int64 = 0
-            func fetchMissing() async throws -> ChunkFetcher.Outcome {
+            /// Fetches the chunks still missing, but those `copied` names (the copy places them).
+            func fetchMissing(but copied: [String: (source: Int, offset: Int64)]) async throws -> ChunkFetcher.Outcome {
                 var names: [String] = []
                 var seen = Set<String>()
-                for index in assembler.missing where places[chunks[index].sha256] == nil || copying == nil {
-                    if seen.insert(chunks[index].sha256).inserted { names.append(chunks[index].sha256) }
+                for index in assembler.missing where copied[chunks[index].sha256] == nil && seen.insert(chunks[index].sha256).inserted {
+                    names.append(chunks[index].sha256)
                 }
                 return try await ChunkFetcher(sync: sync, sink: assembler, width: max(1, configuration.transfer.parallel))
                     .run(names) { bytes in
@@ -210,16 +209,13 @@ extension Agent {
             }
             var outcome: ChunkFetcher.Outcome
             do {
-                outcome = try await fetchMissing()
+                outcome = try await fetchMissing(but: places)
             } catch {
                 _ = await copying?.value
                 throw error
             }
             let local = before + (await copying?.value ?? 0)
-            if copying != nil, outcome.failure == nil, !assembler.missing.isEmpty {
-                places = [:]
-                outcome = try await fetchMissing()
-            }
+            if outcome.failure == nil, !assembler.missing.isEmpty { outcome = try await fetchMissing(but: [:]) }
             if let failure = outcome.failure {
                 transfers.failed[key] = TransferBook.Failure(direction: .download, total: asset.size, reason: failure.message)
                 logger.error("download of \(quoted(fetch.path)) failed: \(failure.message); tried again later (or now with sinkid retry)")

@@ -31,10 +31,7 @@ struct ChunkBatchRoute: Route {
     }
 
     func respond(to request: Request) throws -> Reply {
-        guard let writer = request.sink as? ChunkBatchWriter else {
-            // No body at all: no frames.
-            return .response(.json(ChunkBatchResponse(stored: 0, refused: []).jsonBytes))
-        }
+        guard let writer = request.sink as? ChunkBatchWriter else { throw Problem(.internalError, detail: "bug: a chunk batch without its writer") }
         return .response(.json(try writer.finish().jsonBytes))
     }
 }
