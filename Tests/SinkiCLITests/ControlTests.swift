@@ -317,6 +317,23 @@ import Testing
         #expect(a.errors.components(separatedBy: "server refused \"SaveGames/huge.bin\"").count == 3)
     }
 
+    @Test func aRefusedChangeUndoneHereLeavesNothingPending() async throws {
+        let cluster = Cluster("sinki-refused-undone")
+        try cluster.startServer()
+        let conf = cluster.directory.child("inline.conf")
+        try put(conf, "[transfer]\ninline-max = 128MiB\n")
+        try cluster.startAgent("a", extra: ["--config", conf])
+        try put(cluster.root("a") + "/huge.bin", size: 65 << 20)
+        try await waitUntil("the refusal", timeout: 20) { try status(cluster, "a").0["pending"]?["refused"] == .int(1) }
+        // The file goes: no tree holds anything there any more, and the refusal has nothing left to
+        // retry (it used to be listed, and the agent not up to date, for the refusal's whole day).
+        try FileManager.default.removeItem(atPath: cluster.root("a") + "/huge.bin")
+        try await waitUntil("a to say it is up to date", timeout: 20) {
+            let json = try status(cluster, "a").0
+            return json["agent"]?["state"] == .string("up-to-date") && json["pending"]?["refused"] == .int(0)
+        }
+    }
+
     @Test func watchPrintsEachRemoteChangeUnderItsPath() async throws {
         let cluster = Cluster("sinki-watch")
         try cluster.startServer()

@@ -31,9 +31,10 @@ struct Outcomes {
                     context.logFailure(op.recordPath, failure, attempts: failures.entries[PathKey(op.recordPath)]?.attempts ?? 1)
                     if failure.decidesAgain || failure.cause == .busy { report.toCheck.append(op.path) }
                 case .kept:
-                    // A folder that still holds something here: what is in it is looked at, and the planner
-                    // decides again with it (an edit below beats the delete).
-                    failures.fail(op.recordPath, .down, ApplyFailure(.changedHere, "\(quoted(op.recordPath)) still holds files here"),
+                    // A folder that still holds something here, or a file written or open to a writer: it is
+                    // looked at, and the planner decides again with it (an edit beats the delete).
+                    let why = op.expect?.kind == .directory ? "still holds files here" : "is being written here"
+                    failures.fail(op.recordPath, .down, ApplyFailure(.changedHere, "\(quoted(op.recordPath)) \(why)"),
                                   row: try store.row(op.recordPath))
                     report.toCheck.append(op.path)
                 case let .done(stat, unkept):

@@ -67,8 +67,13 @@ struct FailureBook {
         return out.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
     }
 
-    /// Forgets failures whose path no longer differs (settled another way).
-    mutating func forget(_ paths: PathSet) { for path in paths { entries[PathKey(path)] = nil } }
+    /// Forgets the failures whose path `differs` no longer: settled another way (the file went away
+    /// here, another version came and was applied), so nothing is left to retry or to report.
+    mutating func forgetSettled(differs: (String) throws -> Bool) rethrows {
+        for (key, entry) in entries where try !differs(entry.path) { entries[key] = nil }
+    }
+
+    var isEmpty: Bool { entries.isEmpty }
 
     /// When the soonest failure is due, if one waits.
     var nextDue: Int64? { entries.values.map(\.nextAttempt).min() }

@@ -46,17 +46,28 @@ public actor Replica {
 
     /// Walks `path` (a folder, or the root) and takes what differs into Local.
     public func reconcile(_ path: LocalPath, progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
-        try await observer.reconcile(under: path, progress: progress)
+        defer { forgetSettledFailures() }
+        return try await observer.reconcile(under: path, progress: progress)
     }
 
     /// Looks at each of `paths` (below `root`) alone.
     public func check(root: RootID, paths: [String], progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
-        try await observer.check(root: root, paths: paths, progress: progress)
+        defer { forgetSettledFailures() }
+        return try await observer.check(root: root, paths: paths, progress: progress)
     }
 
     /// A rename the watcher paired: the rows move along, without reading the files again.
     public func move(from: LocalPath, to: LocalPath, isDirectory: Bool, progress: (@Sendable (Int) -> Void)? = nil) async throws -> ObserveReport {
-        try await observer.move(from: from, to: to, isDirectory: isDirectory, progress: progress)
+        defer { forgetSettledFailures() }
+        return try await observer.move(from: from, to: to, isDirectory: isDirectory, progress: progress)
+    }
+
+    /// A failed path that what was seen here settled (the file went away, or is back to what both sides
+    /// agree on) has nothing left to retry: no round may come to forget it (nothing differs), and
+    /// status would say it failed for its whole backoff, a refusal's being a day.
+    private func forgetSettledFailures() {
+        guard !scheduler.failures.isEmpty else { return }
+        try? scheduler.failures.forgetSettled { try store.differs($0) }
     }
 
     /// Paths that changed while being read since the last call.

@@ -53,6 +53,11 @@ extension StateStore {
             """)) == 1
     }
 
+    /// Whether the trees differ at `path` itself.
+    public func differs(_ path: String) throws(SQLiteError) -> Bool {
+        try database.scalar("SELECT EXISTS (SELECT 1 FROM tree WHERE path = ? AND ((\(Self.localDiffers)) OR (\(Self.remoteDiffers))))", path) == 1
+    }
+
     /// Whether the trees differ anywhere at or below `path`.
     public func hasWork(under path: String) throws(SQLiteError) -> Bool {
         try database.scalar("""
