@@ -13,7 +13,8 @@ public enum WatchNote {
     case watch(FileDescriptor, LocalPath)
     /// A directory moved inside its root: its watches, and those below it, now stand for `to`.
     case moved(from: LocalPath, to: LocalPath)
-    /// A write is about to cause `echo` at the path.
+    /// A write is about to cause `echo` at the path (answers false, expecting nothing, when the path's
+    /// folder has no watch: its event will not come).
     case expect(LocalPath, WriteEcho)
     /// The write announced with `expect` did not happen.
     case cancel(LocalPath, WriteEcho)

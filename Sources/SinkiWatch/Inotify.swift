@@ -9,11 +9,14 @@ public struct InotifyEvent: Sendable, Equatable {
     public var path: LocalPath?
     public var mask: UInt32
     public var cookie: UInt32
+    /// The watch it came from: the directory it happened in, whatever that directory is called now.
+    public var watch: Int32
 
-    public init(_ path: LocalPath?, mask: UInt32, cookie: UInt32 = 0) {
+    public init(_ path: LocalPath?, mask: UInt32, cookie: UInt32 = 0, watch: Int32 = 0) {
         self.path = path
         self.mask = mask
         self.cookie = cookie
+        self.watch = watch
     }
 
     public var isDirectory: Bool { mask & UInt32(IN_ISDIR) != 0 }
@@ -63,6 +66,13 @@ public final class Inotify: Sendable {
     /// Whether a directory is currently watched.
     public func isWatched(_ path: LocalPath) -> Bool {
         table.withLock { $0.byPath[path] != nil }
+    }
+
+    /// The watch of the directory `path` is in (its parent, or the root), if that directory is watched.
+    public func watchOfParent(_ path: LocalPath) -> Int32? {
+        let folder = path.folderPrefix
+        let parent = LocalPath(path.root, folder.isEmpty ? "" : String(folder.dropLast()))
+        return table.withLock { $0.byPath[parent] }
     }
 
     public var watchCount: Int { table.withLock { $0.byDescriptor.count } }
@@ -120,11 +130,11 @@ public final class Inotify: Sendable {
                     if header.mask & UInt32(IN_IGNORED) != 0 {
                         table.byDescriptor[header.wd] = nil
                         if table.byPath[entry] == header.wd { table.byPath[entry] = nil }
-                        events.append(InotifyEvent(entry, mask: header.mask))
+                        events.append(InotifyEvent(entry, mask: header.mask, watch: header.wd))
                         continue
                     }
                     let path = nameLength > 0 ? entry.appending(String(cString: namePointer)) : entry
-                    events.append(InotifyEvent(path, mask: header.mask, cookie: header.cookie))
+                    events.append(InotifyEvent(path, mask: header.mask, cookie: header.cookie, watch: header.wd))
                 }
             }
         }

@@ -20,10 +20,12 @@ public struct InotifyLink: WatchLink {
             inotify.renameWatches(from: from, to: to)
             return inotify.isWatched(to)
         case let .expect(path, echo):
-            echoes.expect(path, echo)
+            // In a folder with no watch (yet) the event never comes: nothing to expect.
+            guard let watch = inotify.watchOfParent(path) else { return false }
+            echoes.expect(path, echo, watch: watch)
             return true
         case let .cancel(path, echo):
-            echoes.cancel(path, echo)
+            if let watch = inotify.watchOfParent(path) { echoes.cancel(path, echo, watch: watch) }
             return true
         case let .isWatched(path):
             return inotify.isWatched(path)

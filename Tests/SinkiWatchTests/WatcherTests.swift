@@ -1,4 +1,5 @@
 import Glibc
+import Foundation
 import SinkiLoop
 import SinkiSupport
 import SinkiTestSupport
@@ -119,13 +120,42 @@ func event(_ relative: String, _ mask: Int32, cookie: UInt32 = 0, root: Int = 0)
         let thread = LoopThread()
         defer { thread.stop() }
         let echoes = EchoFilter()
-        echoes.expect(path("written.txt"), .fileIn)
+        echoes.expect(path("written.txt"), .fileIn, watch: 0)
         #expect(echoes.consume(event("written.txt", IN_MOVED_TO), at: path("written.txt")))
         #expect(!echoes.consume(event("written.txt", IN_MOVED_TO), at: path("written.txt")))
-        echoes.expect(path("#123"), .anonymous)
+        echoes.expect(path("#123"), .anonymous, watch: 0)
         #expect(echoes.consume(event("#123", IN_MODIFY), at: path("#123")))
         #expect(echoes.consume(event("#123", IN_CLOSE_WRITE), at: path("#123")))
         #expect(!echoes.consume(event("#123", IN_CLOSE_WRITE), at: path("#123")))
+    }
+
+    /// An echo belongs to the watch of the folder written in: the same path in a folder made anew
+    /// (another watch) is someone else's, and a write into a folder with no watch expects nothing.
+    @Test func anEchoIsMatchedOnlyByTheWatchItWasExpectedFrom() throws {
+        let echoes = EchoFilter()
+        echoes.expect(path("d/log"), .fileIn, watch: 7)
+        #expect(!echoes.consume(InotifyEvent(path("d/log"), mask: UInt32(IN_MOVED_TO), watch: 8), at: path("d/log")))
+        #expect(echoes.consume(InotifyEvent(path("d/log"), mask: UInt32(IN_MOVED_TO), watch: 7), at: path("d/log")))
+
+        let directory = TemporaryDirectory("sinki-echo-watch")
+        try FileManager.default.createDirectory(atPath: directory.child("watched"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: directory.child("new"), withIntermediateDirectories: true)
+        let inotify = try Inotify()
+        let link = InotifyLink(inotify: inotify, echoes: echoes)
+        try inotify.watch(try FileDescriptor.open(directory.path, flags: O_RDONLY | O_DIRECTORY), path(""))
+        try inotify.watch(try FileDescriptor.open(directory.child("watched"), flags: O_RDONLY | O_DIRECTORY), path("watched"))
+        #expect(try link.note(.expect(path("watched/a.txt"), .fileIn)))
+        #expect(try link.note(.expect(path("top.txt"), .fileIn)))
+        #expect(try !link.note(.expect(path("new/a.txt"), .fileIn)))
+        #expect(echoes.count == 2)
+        // What the kernel says of a write in each: the unwatched folder's event never comes.
+        try Data("x".utf8).write(to: URL(fileURLWithPath: directory.child("watched/a.txt.part")))
+        #expect(rename(directory.child("watched/a.txt.part"), directory.child("watched/a.txt")) == 0)
+        let events = inotify.read().filter { $0.has(IN_MOVED_TO) }
+        #expect(events.count == 1)
+        #expect(events.allSatisfy { echoes.consume($0, at: $0.path!) })
+        link.cancel(path("top.txt"), .fileIn)
+        #expect(echoes.count == 0)
     }
 
     /// Names the disk keeps apart (é as one code point and as e with a combining accent) are two
@@ -133,7 +163,7 @@ func event(_ relative: String, _ mask: Int32, cookie: UInt32 = 0, root: Int = 0)
     @Test func anEchoIsMatchedByTheBytesOfItsName() {
         let composed = path("caf\u{E9}.txt"), decomposed = path("cafe\u{301}.txt")
         let echoes = EchoFilter()
-        echoes.expect(composed, .fileIn)
+        echoes.expect(composed, .fileIn, watch: 0)
         #expect(!echoes.consume(event(decomposed.relative, IN_MOVED_TO), at: decomposed))
         #expect(echoes.consume(event(composed.relative, IN_MOVED_TO), at: composed))
     }
