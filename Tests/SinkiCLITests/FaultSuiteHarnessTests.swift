@@ -112,6 +112,39 @@ import Testing
         #expect(log.lastWrites()["v"]?.operation.agent == "a")
     }
 
+    /// A version the agent carried elsewhere while it was written (seed 5 on a loaded machine: a peer's
+    /// rename, then a rename onto another name, then a delete there) is gone rightly once a later
+    /// operation did away with those bytes, wherever they were by then.
+    @Test func bytesALaterOperationDidAwayWithAreNotAskedFor() throws {
+        let log = OperationLog()
+        log.append(operation(0, "a", .append, "r", content: "r2"))
+        #expect(!log.destroyed("r2", after: 0))
+        var deleted = operation(1, "a", .delete, "m")
+        deleted.destroyed = ["r2"]
+        log.append(deleted)
+        #expect(log.destroyed("r2", after: 0))
+        #expect(!log.destroyed("r2", after: 1))
+        var edited = operation(2, "b", .append, "n", content: "n2")
+        edited.written[0].before = "n1"
+        log.append(edited)
+        #expect(log.destroyed("n1", after: 1))
+
+        // What the generator records: the bytes a delete, a rename onto a file and a tree removal end.
+        let directory = TemporaryDirectory("sinki-ops-destroyed")
+        let root = directory.child("a")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let generator = RandomOperations(roots: [("a", root)], seed: 11)
+        var ended = 0
+        for index in 0..<400 {
+            let done = generator.next(index)
+            guard done.done, [.delete, .removeTree].contains(done.kind) || (done.kind == .rename && done.destroyed.count == 1) else { continue }
+            ended += done.destroyed.count
+        }
+        #expect(ended > 0)
+        let deletes = generator.log.operations.filter { $0.kind == .delete && $0.done }
+        #expect(!deletes.isEmpty && deletes.allSatisfy { $0.destroyed.count == 1 })
+    }
+
     @Test func theProxyForwardsBothWaysWhenItHasNoFault() throws {
         let server = try ByteServer(sending: 300_000)
         let proxy = try FaultProxy(label: "t", targetPort: server.port, seed: 1, script: [.none])

@@ -416,7 +416,8 @@ final class FaultRun {
             for (path, entry) in contents[index].entries where entry.kind == "file" { byContent[entry.sha256, default: []].append(path) }
             for (path, last) in held.sorted(by: { $0.key < $1.key })
             where !Self.keeps(contents[index], path: path, sha256: last.version.sha256)
-                && !(last.version.movedAway && byContent[last.version.sha256] != nil) {
+                && !(last.version.movedAway && (byContent[last.version.sha256] != nil
+                                                  || generator.log.destroyed(last.version.sha256, after: last.operation.index))) {
                 paths.append(path)
                 let folder = path.split(separator: "/").dropLast().joined(separator: "/")
                 let copies = Self.conflictCopies(contents[index], of: path)

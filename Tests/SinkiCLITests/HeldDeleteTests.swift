@@ -14,7 +14,7 @@ import Testing
         try cluster.startAgent("a")
         try cluster.startAgent("b")
         try writeFile(cluster.root("a") + "/game.save", "level 1")
-        try await cluster.waitForConvergence("a", "b") { $0.entries["game.save"] != nil }
+        try await cluster.waitForConvergence("a", "b", timeout: 20) { $0.entries["game.save"] != nil }
         let writer = open(cluster.root("b") + "/game.save", O_WRONLY | O_APPEND | O_CLOEXEC)
         #expect(writer >= 0)
         try FileManager.default.removeItem(atPath: cluster.root("a") + "/game.save")
@@ -36,7 +36,7 @@ import Testing
     @Test func theDeleteIsAppliedOnceTheWriterCloses() async throws {
         let (cluster, writer) = try await setUp()
         close(writer)
-        try await cluster.waitForConvergence("a", "b") { $0.entries["game.save"] == nil }
+        try await cluster.waitForConvergence("a", "b", timeout: 20) { $0.entries["game.save"] == nil }
         try await waitUpToDate(cluster, "b")
     }
 
@@ -46,7 +46,7 @@ import Testing
         // failed has nothing left to do (it used to stay listed as not applied for ever).
         try FileManager.default.removeItem(atPath: cluster.root("b") + "/game.save")
         close(writer)
-        try await cluster.waitForConvergence("a", "b") { $0.entries["game.save"] == nil }
+        try await cluster.waitForConvergence("a", "b", timeout: 20) { $0.entries["game.save"] == nil }
         try await waitUpToDate(cluster, "b")
         try await waitUpToDate(cluster, "a")
     }

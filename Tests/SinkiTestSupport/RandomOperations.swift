@@ -20,7 +20,8 @@ public struct FileOperation: Sendable, CustomStringConvertible {
         public var orphaned: Bool
         /// The inode still had a name when the harness closed it, but not at the path: the agent moved
         /// the file (applying another device's rename) while the harness held it open, so the bytes went
-        /// with it, as an editor's would. Kept if they are anywhere in the root.
+        /// with it, as an editor's would. Kept if they are anywhere in the root, unless a later operation
+        /// did away with them (`OperationLog.destroyed`).
         public var movedAway: Bool
         /// The SHA-256 of what the file held when the harness opened it; nil for a file it created.
         public var before: String?
@@ -43,6 +44,9 @@ public struct FileOperation: Sendable, CustomStringConvertible {
     public var touched = false
     public var error: String?
     public var written: [Version] = []
+    /// The SHA-256 of each file this operation did away with: deleted, removed with its folder, or
+    /// replaced by a rename onto it (a write's old bytes are its version's `before`).
+    public var destroyed: [String] = []
     /// A write that left the bytes as they were: no new version, no touch.
     public var unchanged = false
 
@@ -167,6 +171,16 @@ public final class OperationLog: @unchecked Sendable {
             }
         }
         return held
+    }
+
+    /// Whether an operation after `index` did away with the bytes `sha256` (deleted, removed or replaced
+    /// a file holding them, or wrote over them): a version the agent carried elsewhere while it was
+    /// written (`movedAway`) is then rightly gone, through a path the log does not follow it to.
+    public func destroyed(_ sha256: String, after index: Int) -> Bool {
+        operations.contains { operation in
+            operation.index > index && operation.touched
+                && (operation.destroyed.contains(sha256) || operation.written.contains { $0.before == sha256 })
+        }
     }
 
     /// The operations that touched `path` (or its ancestors, or what is below it), oldest first.
@@ -324,14 +338,18 @@ public final class RandomOperations: @unchecked Sendable {
         case .delete:
             guard let file = pick(listing.files) else { return skipped(operation, "no file") }
             operation.path = file.path
+            let held = Self.hash(root.path + "/" + file.path)
             call(&operation, "unlink") { unlink(root.path + "/" + file.path) }
+            if operation.done, let held { operation.destroyed = [held] }
         case .rename:
             guard let file = pick(listing.files) else { return skipped(operation, "no file") }
             operation.path = file.path
             operation.destination = join(pick(listing.folders)!.path, Self.fileNames[random.below(Self.fileNames.count)])
             let destination = operation.destination!
             if destination == file.path { return skipped(operation, "same name") }
+            let replaced = Self.hash(root.path + "/" + destination)
             call(&operation, "rename") { rename(root.path + "/" + file.path, root.path + "/" + destination) }
+            if operation.done, let replaced { operation.destroyed = [replaced] }
         case .mkdir:
             let folder = pick(roomy)!.path
             let path = join(folder, Self.folderNames[random.below(Self.folderNames.count)])
@@ -348,7 +366,7 @@ public final class RandomOperations: @unchecked Sendable {
             operation.path = folder.path
             // Touched even when it fails half-way: whatever was removed is gone.
             operation.touched = true
-            let failures = Self.removeTree(root.path + "/" + folder.path)
+            let failures = Self.removeTree(root.path + "/" + folder.path, destroyed: &operation.destroyed)
             operation.done = failures.isEmpty
             if !failures.isEmpty { operation.error = failures.prefix(3).joined(separator: "; ") }
         case .renameFolder:
@@ -460,6 +478,16 @@ public final class RandomOperations: @unchecked Sendable {
         }
     }
 
+    /// The SHA-256 of the regular file at `path`; nil when there is none.
+    static func hash(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return ContentID.of(readAll(fd))
+    }
+
     static func readAll(_ fd: Int32) -> [UInt8] {
         var content: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 256 << 10)
@@ -471,11 +499,18 @@ public final class RandomOperations: @unchecked Sendable {
     }
 
     /// Removes a folder and everything below it; the failures, empty if all went.
-    static func removeTree(_ path: String) -> [String] {
+    static func removeTree(_ path: String, destroyed: inout [String]) -> [String] {
         var failures: [String] = []
         for (name, isDirectory) in directoryEntries(path) {
             let child = path + "/" + name
-            if isDirectory { failures += removeTree(child) } else if unlink(child) != 0 && errno != ENOENT {
+            if isDirectory {
+                failures += removeTree(child, destroyed: &destroyed)
+                continue
+            }
+            let held = hash(child)
+            if unlink(child) == 0 {
+                if let held { destroyed.append(held) }
+            } else if errno != ENOENT {
                 failures.append("unlink \(name): \(String(cString: strerror(errno)))")
             }
         }
