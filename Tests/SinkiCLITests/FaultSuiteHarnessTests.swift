@@ -112,6 +112,35 @@ import Testing
         #expect(log.lastWrites()["v"]?.operation.agent == "a")
     }
 
+    /// Seed 41008: b sent its file, then, stopped, wrote it twice and put back the bytes it had sent,
+    /// while c edited it and a deleted it. b's disk never held anything of theirs, so b changed nothing:
+    /// the path is held to what c and a made of it (nothing, after a's delete). Had b's agent brought c's
+    /// edit in between (b's write finding other bytes than its own), b's write would be held.
+    @Test func anAgentThatPutsBackWhatItSentChangedNothingWhateverOthersDidMeanwhile() {
+        func write(_ index: Int, _ agent: String, _ content: String, before: String?) -> FileOperation {
+            var written = operation(index, agent, .overwrite, "a.txt", content: content)
+            written.written[0].before = before
+            return written
+        }
+        let log = OperationLog()
+        log.append(write(0, "b", "e0", before: nil))        // sent: reached the server
+        log.append(write(1, "b", "e1", before: "e0"))
+        log.append(write(2, "c", "c1", before: "e0"))
+        log.append(operation(3, "a", .delete, "a.txt"))
+        log.append(write(4, "b", "e0", before: "e1"))        // b's own bytes back, on b's own disk
+        #expect(log.lastWrites(reachedServer: ["e0", "c1"])["a.txt"] == nil)
+        // Without a's delete, c's edit is what stays.
+        let kept = OperationLog()
+        for operation in log.operations where operation.kind != .delete { kept.append(operation) }
+        #expect(kept.lastWrites(reachedServer: ["e0", "c1"])["a.txt"]?.version.sha256 == "c1")
+        // b's agent brought c's edit to b before b wrote: b's write is an edit of it, and held.
+        let seen = OperationLog()
+        seen.append(write(0, "b", "e0", before: nil))
+        seen.append(write(1, "c", "c1", before: "e0"))
+        seen.append(write(2, "b", "e0", before: "c1"))
+        #expect(seen.lastWrites(reachedServer: ["e0", "c1"])["a.txt"]?.operation.agent == "b")
+    }
+
     /// A version the agent carried elsewhere while it was written (seed 5 on a loaded machine: a peer's
     /// rename, then a rename onto another name, then a delete there) is gone rightly once a later
     /// operation did away with those bytes, wherever they were by then.

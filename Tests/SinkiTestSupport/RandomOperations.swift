@@ -108,39 +108,61 @@ public final class OperationLog: @unchecked Sendable {
     public static let raceWindow = 300
 
     /// A second exception, the run rule: a change is a change of content (docs/planner.md, "What is a
-    /// change"). When one agent X writes P several times in a row (no other operation touches P in
-    /// between) and the last write leaves the bytes the file held before the first, X changed nothing,
-    /// as a single write of the same bytes changes nothing (`unchanged`) — unless one of the versions
-    /// on the way reached the server (`reachedServer`, every content id its store holds or held), in
-    /// which case X's agent saw it and the last write is an edit like any other. The path is then held
-    /// to what it was held to before the run.
+    /// change"). An agent X sees only what its own disk holds: when X writes P several times, each
+    /// write finding on disk what X's previous one left (nothing came from X's agent in between, so
+    /// other agents' operations never reached X's file), and the last write leaves the bytes the run
+    /// began from, X changed nothing, as a single write of the same bytes changes nothing
+    /// (`unchanged`) — unless one of the versions on the way reached the server (`reachedServer`,
+    /// every content id its store holds or held), in which case X's agent saw it and the last write is
+    /// an edit like any other. A run begins again at each version that reached the server. P is then
+    /// held to what the other operations made of it, as if X's run had not been (seed 41008: b, stopped,
+    /// wrote a file it had sent and then put its bytes back, while c edited it and a deleted it).
     public typealias Held = (operation: FileOperation, version: FileOperation.Version)
+
+    /// One agent's writes at one path, each finding on disk what the one before left.
+    private struct Run {
+        /// The bytes the run began from: the agent's disk held them, and its agent knew them.
+        var base: String?
+        /// What the agent's last write in the run left.
+        var last: String
+        /// The versions since `base`.
+        var versions: [String]
+        /// What P would be held to without the run's writes (kept up to date by the other operations).
+        var shadow: Held?
+    }
 
     public func lastWrites(reachedServer: Set<String> = []) -> [String: Held] {
         var held: [String: Held] = [:]
-        // Per path, the run of content writes by one agent still going on there.
-        var runs: [String: (agent: String, before: String?, heldBefore: Held?, versions: [String])] = [:]
-        func forget(_ path: String, below: Bool) {
-            held[path] = nil
-            runs[path] = nil
-            if below {
-                for key in held.keys where key.hasPrefix(path + "/") { held[key] = nil }
-                for key in runs.keys where key.hasPrefix(path + "/") { runs[key] = nil }
+        var runs: [String: [String: Run]] = [:] // by path, then agent
+        /// Sets what P is held to (and, with `below`, what is below it), for the other agents' runs too.
+        func hold(_ path: String, _ value: Held?, below: Bool = false, except agent: String? = nil) {
+            held[path] = value
+            for other in (runs[path] ?? [:]).keys where other != agent { runs[path]?[other]?.shadow = value }
+            guard below else { return }
+            for key in held.keys where key.hasPrefix(path + "/") { held[key] = nil }
+            for key in runs.keys where key.hasPrefix(path + "/") {
+                for other in runs[key]!.keys { runs[key]?[other]?.shadow = nil }
             }
         }
+        func forget(_ path: String, below: Bool) { hold(path, nil, below: below) }
         func write(_ operation: FileOperation, _ version: FileOperation.Version) {
-            if var run = runs[version.path], run.agent == operation.agent {
-                if version.sha256 == run.before && !run.versions.contains(where: reachedServer.contains) {
-                    held[version.path] = run.heldBefore
-                    runs[version.path] = nil
+            let path = version.path, agent = operation.agent
+            let value: Held = (operation, version)
+            let reached = reachedServer.contains(version.sha256)
+            if var run = runs[path]?[agent], version.before == run.last {
+                if version.sha256 == run.base && !run.versions.contains(where: reachedServer.contains) {
+                    held[path] = run.shadow
+                    runs[path]?[agent] = Run(base: run.base, last: version.sha256, versions: [], shadow: run.shadow)
                     return
                 }
-                run.versions.append(version.sha256)
-                runs[version.path] = run
+                run.last = version.sha256
+                if reached { (run.base, run.versions, run.shadow) = (version.sha256, [], value) } else { run.versions.append(version.sha256) }
+                runs[path]?[agent] = run
             } else {
-                runs[version.path] = (operation.agent, version.before, held[version.path], [version.sha256])
+                runs[path, default: [:]][agent] = reached ? Run(base: version.sha256, last: version.sha256, versions: [], shadow: value)
+                    : Run(base: version.before, last: version.sha256, versions: [version.sha256], shadow: held[path])
             }
-            held[version.path] = (operation, version)
+            hold(path, value, except: agent)
         }
         var folderRenames: [(index: Int, agent: String, source: String)] = []
         func racesARename(_ operation: FileOperation, _ path: String) -> Bool {
@@ -153,7 +175,12 @@ public final class OperationLog: @unchecked Sendable {
             switch operation.kind {
             case .create, .overwrite, .append, .truncate, .final:
                 for version in operation.written {
-                    if racesARename(operation, version.path) { forget(version.path, below: false) } else { write(operation, version) }
+                    if racesARename(operation, version.path) {
+                        runs[version.path]?[operation.agent] = nil
+                        forget(version.path, below: false)
+                    } else {
+                        write(operation, version)
+                    }
                 }
             case .delete, .rmdir, .removeTree:
                 forget(operation.path, below: true)
@@ -165,8 +192,8 @@ public final class OperationLog: @unchecked Sendable {
             case .bulk:
                 forget(operation.path, below: false)
                 for version in operation.written where !racesARename(operation, version.path) {
-                    runs[version.path] = nil
-                    held[version.path] = (operation, version)
+                    runs[version.path]?[operation.agent] = nil
+                    hold(version.path, (operation, version))
                 }
             }
         }
