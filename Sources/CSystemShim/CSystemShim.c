@@ -14,6 +14,10 @@ int sinki_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, cons
     return renameat2(olddirfd, oldpath, newdirfd, newpath, RENAME_NOREPLACE);
 }
 
+int sinki_rename_exchange(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
+    return renameat2(olddirfd, oldpath, newdirfd, newpath, RENAME_EXCHANGE);
+}
+
 int sinki_openat_beneath(int dirfd, const char *path, int flags, mode_t mode) {
     struct open_how how = {0};
     how.flags = (unsigned long long)flags;

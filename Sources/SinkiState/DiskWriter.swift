@@ -13,9 +13,10 @@ enum DiskWriter {
     /// local edit that lands meanwhile is not overwritten. `prepare` runs on the filled file before its
     /// mode is set (its extended attributes go on there). `willAppear` runs just before the name
     /// appears, with the anonymous file's inode when there is one (its inotify events name it `#INO`).
+    /// `exchanged` runs right after a new version traded places with the old one (tests act there).
     static func writeFile(parent: Int32, parentPath: String, name: String, bytes: [UInt8], mode: UInt32, modifiedAt: Int64,
                           expect: FileStat?, prepare: ((FileDescriptor) -> Void)? = nil,
-                          willAppear: (UInt64?) -> Void = { _ in }) throws(SystemError) -> FileStat {
+                          willAppear: (UInt64?) -> Void = { _ in }, exchanged: () -> Void = {}) throws(SystemError) -> FileStat {
         let wanted = allowed(mode)
         if expect == nil {
             // A new file: an anonymous inode, filled, then linked under its name. The name appears
@@ -45,7 +46,7 @@ enum DiskWriter {
             try fill(file, bytes: bytes, mode: wanted, modifiedAt: modifiedAt, prepare: prepare)
             let written = try file.stat()
             willAppear(nil)
-            try replace(parent: parent, parentPath: parentPath, temp: temp, name: name, expect: expect)
+            try replace(parent: parent, parentPath: parentPath, temp: temp, name: name, expect: expect, exchanged: exchanged)
             // Still open: the stat after the rename (which changed its ctime) without a lookup.
             return try placed(file, written: written)
         } catch {
@@ -193,7 +194,7 @@ enum DiskWriter {
     }
 
     private static func replace(parent: Int32, parentPath: String, temp: String, name: String, expect: FileStat?,
-                                from sourceDirectory: Int32? = nil) throws(SystemError) {
+                                from sourceDirectory: Int32? = nil, exchanged: () -> Void = {}) throws(SystemError) {
         let now = try? FileDescriptor.statEntry(parent: parent, parentPath: parentPath, name: name)
         if let now, now.kind == .directory {
             // A directory the server says is now a file: only an empty one gives way.
@@ -201,12 +202,38 @@ enum DiskWriter {
         } else if !sameEntry(now, expect) {
             // Changed here since it was looked at: the caller decides again (a local edit is a conflict).
             throw SystemError("rename", errno: EAGAIN, path: parentPath + "/" + name)
-        } else if let now, now.kind == .file, openForWriting(parent: parent, name: name) {
+        } else if let now, now.kind == .file {
             // Unchanged so far, but a program has it open to write: replacing it now would lose what it
             // writes next. It waits until the file is closed.
-            throw SystemError("rename", errno: ETXTBSY, path: parentPath + "/" + name)
+            if openForWriting(parent: parent, name: name) { throw SystemError("rename", errno: ETXTBSY, path: parentPath + "/" + name) }
+            return try exchange(parent: parent, parentPath: parentPath, temp: temp, name: name, expect: expect, from: sourceDirectory ?? parent,
+                                exchanged: exchanged)
         }
         try syscall("rename", path: parentPath + "/" + name) { renameat(sourceDirectory ?? parent, temp, parent, name) }
+    }
+
+    /// Puts the new version `temp` at `name` by trading places with the old one, then checks the old
+    /// one where it went: a program that opened it to write in the moment after the check above would
+    /// write into a file with no name once it is unlinked (what `remove` guards against too). Unchanged
+    /// and open to no writer, it goes; otherwise the two trade back, and the caller decides again.
+    private static func exchange(parent: Int32, parentPath: String, temp: String, name: String, expect: FileStat?,
+                                 from source: Int32, exchanged: () -> Void) throws(SystemError) {
+        if sinki_rename_exchange(source, temp, parent, name) != 0 {
+            // File systems without RENAME_EXCHANGE: the plain rename, its moment of risk left open.
+            guard errno == EINVAL || errno == ENOSYS else { throw SystemError("rename", errno: errno, path: parentPath + "/" + name) }
+            try syscall("rename", path: parentPath + "/" + name) { renameat(source, temp, parent, name) }
+            return
+        }
+        exchanged()
+        let old = try? FileDescriptor.statEntry(parent: source, parentPath: parentPath, name: temp)
+        let unchanged = sameEntry(old, expect)
+        if unchanged && !openForWriting(parent: source, name: temp) {
+            unlinkat(source, temp, 0)
+            return
+        }
+        // Written or opened to write in between: back under its name, where the edit wins.
+        try syscall("rename", path: parentPath + "/" + name) { sinki_rename_exchange(source, temp, parent, name) }
+        throw SystemError("rename", errno: unchanged ? ETXTBSY : EAGAIN, path: parentPath + "/" + name)
     }
 
     /// Whether another process has the file `name` open for writing: the kernel grants a read lease

@@ -87,6 +87,48 @@ import Testing
     }
 }
 
+/// A new version replacing a file trades places with it and checks the old one where it went: a
+/// program that opened the old file to write in the moment after the first check keeps what it writes.
+@Suite struct DiskWriterReplaceTests {
+    func setUp() throws -> (TemporaryDirectory, FileDescriptor, FileStat) {
+        let directory = TemporaryDirectory("sinki-diskwriter-replace")
+        try Data("old".utf8).write(to: URL(fileURLWithPath: directory.child("game.save")))
+        let parent = try FileDescriptor.open(directory.path, flags: O_RDONLY | O_DIRECTORY)
+        return (directory, parent, try DiskWriter.statEntry(parent: parent.raw, parentPath: directory.path, name: "game.save"))
+    }
+
+    func names(_ directory: TemporaryDirectory) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).sorted()
+    }
+
+    @Test func anUnchangedFileIsReplacedAndLeavesNothingBehind() throws {
+        let (directory, parent, stat) = try setUp()
+        _ = try DiskWriter.writeFile(parent: parent.raw, parentPath: directory.path, name: "game.save", bytes: Array("new".utf8), mode: 0o644,
+                                     modifiedAt: 1_700_000_000_000_000_000, expect: stat)
+        #expect(names(directory) == ["game.save"])
+        #expect(FileManager.default.contents(atPath: directory.child("game.save")) == Data("new".utf8))
+    }
+
+    @Test func aWriterThatOpensTheOldFileInTheMomentBetweenKeepsItUnderItsName() throws {
+        let (directory, parent, stat) = try setUp()
+        // A reader does not count as a writer; through its /proc name the same inode opens to write.
+        let reader = open(directory.child("game.save"), O_RDONLY | O_CLOEXEC)
+        defer { close(reader) }
+        var writer: Int32 = -1
+        #expect(throws: SystemError.self) {
+            _ = try DiskWriter.writeFile(parent: parent.raw, parentPath: directory.path, name: "game.save", bytes: Array("new".utf8),
+                                         mode: 0o644, modifiedAt: 1_700_000_000_000_000_000, expect: stat, exchanged: {
+                writer = open("/proc/self/fd/\(reader)", O_WRONLY | O_CLOEXEC)
+            })
+        }
+        #expect(writer >= 0)
+        #expect(pwrite(writer, "OLD, edited", 11, 0) == 11)
+        close(writer)
+        #expect(names(directory) == ["game.save"])
+        #expect(FileManager.default.contents(atPath: directory.child("game.save")) == Data("OLD, edited".utf8))
+    }
+}
+
 /// A remote delete of a file a program is writing (the fault suite's seeds 30003 and 30012: the
 /// program opened the file just before the unlink and wrote into a file with no name left).
 @Suite struct DiskWriterRemoveTests {

@@ -5,6 +5,8 @@
 int sinki_syncfs(int fd);
 /// renameat2 with RENAME_NOREPLACE: fails with EEXIST instead of replacing the target.
 int sinki_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
+/// renameat2 with RENAME_EXCHANGE: the two entries trade places in one step (both must exist).
+int sinki_rename_exchange(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
 #include <sys/types.h>
 /// openat2 confined to `dirfd`: no `..` escape, no symlink anywhere in `path` (ELOOP/EXDEV instead).
 /// Returns -1 with errno ENOSYS on kernels before 5.6, where callers walk components themselves.
