@@ -55,7 +55,9 @@ extension Agent {
                 // The page into the Remote tree (with its position), then the rounds that write it here. Pages
                 // that follow at once are read first while their content fits in memory: a rename's new path
                 // and its old path's delete may be a page apart, and the rename is done here only once the
-                // delete is read.
+                // delete is read. Held from before the page goes in: a round started by an event while it
+                // does would plan it without what the next page says.
+                if page.more { feedMidRead = true }
                 try await replica.ingest(page.records, token: page.token)
                 if !page.records.isEmpty && pullRun == nil { pullRun = PullProgress(startedAt: Clock.monotonic()) }
                 let ahead = await replica.inlineBytes

@@ -58,7 +58,7 @@ extension Agent {
         }
         guard let replica else { return }
         var idleRounds = 0
-        while !stopping && !control.paused {
+        while !stopping && !control.paused && !feedMidRead {
             rounds.wanted = false
             let width = max(1, configuration.transfer.parallel)
             var options = StepOptions()
