@@ -139,7 +139,7 @@ extension Agent {
             var missing = Set<String>()
             var start = 0
             while start < names.count {
-                let slice = Array(names[start..<min(start + MissingChunksRequest.maxNames, names.count)])
+                let slice = Array(names[start..<min(start + ChunkNamesRequest.mostToCheck, names.count)])
                 missing.formUnion(try await client.missingChunks(slice))
                 start += slice.count
             }

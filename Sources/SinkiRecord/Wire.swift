@@ -165,20 +165,24 @@ public struct RecordPage: Sendable, Equatable {
     }
 }
 
-/// `POST /v1/chunks/missing`: which of these chunks (SHA-256, 64 lowercase hex digits each) the server
-/// does not hold for the user, so that the sender uploads only those (docs/protocol.md, "Chunks").
-public struct MissingChunksRequest: Sendable, Equatable {
-    /// The most names one request may carry.
-    public static let maxNames = 4_096
+/// The body of `POST /v1/chunks/missing` (which of these chunks the server does not hold for the user,
+/// so that the sender uploads only those) and of `POST /v1/chunks/fetch` (the chunks wanted, in the
+/// order their frames should come): names of chunks, SHA-256 in 64 lowercase hex digits each
+/// (docs/protocol.md, "Chunks").
+public struct ChunkNamesRequest: Sendable, Equatable {
+    /// The most names one `missing` request may carry.
+    public static let mostToCheck = 4_096
+    /// The most names one `fetch` request may carry: the server opens each chunk before its answer starts.
+    public static let mostToFetch = 256
 
     public var chunks: [String]
     public init(chunks: [String]) { self.chunks = chunks }
 
     public var jsonBytes: [UInt8] { writeNames(chunks, key: "chunks") }
 
-    public static func parse(_ bytes: [UInt8]) throws -> MissingChunksRequest {
+    public static func parse(_ bytes: [UInt8]) throws -> ChunkNamesRequest {
         var reader = JSONReader(bytes)
-        return MissingChunksRequest(chunks: try readNames(&reader, key: "chunks"))
+        return ChunkNamesRequest(chunks: try readNames(&reader, key: "chunks"))
     }
 }
 
@@ -193,22 +197,6 @@ public struct MissingChunksResponse: Sendable, Equatable {
     public static func parse(_ bytes: [UInt8]) throws -> MissingChunksResponse {
         var reader = JSONReader(bytes)
         return MissingChunksResponse(missing: try readNames(&reader, key: "missing"))
-    }
-}
-
-/// The body of `POST /v1/chunks/fetch`: the chunks wanted, in the order their frames should come.
-public struct FetchChunksRequest: Sendable, Equatable {
-    /// The most names one request may carry: the server opens each chunk before its answer starts.
-    public static let maxNames = 256
-
-    public var chunks: [String]
-    public init(chunks: [String]) { self.chunks = chunks }
-
-    public var jsonBytes: [UInt8] { writeNames(chunks, key: "chunks") }
-
-    public static func parse(_ bytes: [UInt8]) throws -> FetchChunksRequest {
-        var reader = JSONReader(bytes)
-        return FetchChunksRequest(chunks: try readNames(&reader, key: "chunks"))
     }
 }
 

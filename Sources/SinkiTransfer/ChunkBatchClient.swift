@@ -90,7 +90,7 @@ extension SyncClient {
         var request = request("POST", Routes.fetchChunks, timeout: 0)
         request.headers = [("Accept", ChunkFrames.mediaType), ("Content-Type", "application/json")]
         request.stallTimeout = 60
-        request.body = .bytes(FetchChunksRequest(chunks: names).jsonBytes)
+        request.body = .bytes(ChunkNamesRequest(chunks: names).jsonBytes)
         let limit = names.count * (ChunkFrames.Kind.answer.headerBytes + Self.maxFetchedChunkBytes)
         let response: HTTPResponse
         do { response = try await http.send(request, sink: .memory(limit: limit), isolation: isolation) } catch { throw .transport(error) }

@@ -127,11 +127,11 @@ public final class SyncClient {
     }
 
     /// Which of `chunks` (SHA-256 names) the server lacks, in the order asked; at most
-    /// `MissingChunksRequest.maxNames` names a request (the caller splits longer lists).
+    /// `ChunkNamesRequest.mostToCheck` names a request (the caller splits longer lists).
     public func missingChunks(_ chunks: [String], isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> [String] {
         var request = request("POST", Routes.missingChunks, timeout: 300)
         request.headers.append(("Content-Type", "application/json"))
-        request.body = .bytes(MissingChunksRequest(chunks: chunks).jsonBytes)
+        request.body = .bytes(ChunkNamesRequest(chunks: chunks).jsonBytes)
         let response = try await send(request, isolation: isolation)
         return try await parse(response, isolation: isolation) { try MissingChunksResponse.parse($0).missing }
     }

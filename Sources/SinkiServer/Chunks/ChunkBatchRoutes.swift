@@ -15,7 +15,7 @@ struct ChunkBatchRoute: Route {
     /// The longest body (`413 too-large` beyond).
     static let maxBodyBytes: Int64 = 64 << 20
     /// The most frames one body may carry (`413` beyond), as `missing` takes names.
-    static let maxFrames = MissingChunksRequest.maxNames
+    static let maxFrames = ChunkNamesRequest.mostToCheck
 
     func begin(_ request: Request) throws -> BodyPolicy {
         try request.requireWritable()
@@ -125,7 +125,7 @@ struct ChunkFetchRoute: Route {
     }
 
     func respond(to request: Request) throws -> Reply {
-        let names = try ChunkStore.checkedNames(request.decodeBody(FetchChunksRequest.parse).chunks, most: FetchChunksRequest.maxNames)
+        let names = try ChunkStore.checkedNames(request.decodeBody(ChunkNamesRequest.parse).chunks, most: ChunkNamesRequest.mostToFetch)
         let user = request.identity.user
         var frames: [ChunkFrameSource.Frame] = []
         var total: Int64 = 0

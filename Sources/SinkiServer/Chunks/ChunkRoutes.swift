@@ -25,13 +25,13 @@ extension ChunkStore {
 /// still keeps one copy (`ChunkStore.adopt`).
 struct MissingChunksRoute: Route {
     let chunks: ChunkStore
-    /// The body: at most `MissingChunksRequest.maxNames` names of 64 hex digits, with room to spare.
+    /// The body: at most `ChunkNamesRequest.mostToCheck` names of 64 hex digits, with room to spare.
     static let bodyLimit = 1 << 20
 
     func begin(_ request: Request) throws -> BodyPolicy { try request.writableJSON(limit: Self.bodyLimit) }
 
     func respond(to request: Request) throws -> Reply {
-        let names = try ChunkStore.checkedNames(request.decodeBody(MissingChunksRequest.parse).chunks, most: MissingChunksRequest.maxNames)
+        let names = try ChunkStore.checkedNames(request.decodeBody(ChunkNamesRequest.parse).chunks, most: ChunkNamesRequest.mostToCheck)
         let user = request.identity.user
         guard request.scopePrefix == nil, let lock = try chunks.lock(user, exclusive: false) else {
             return .response(.json(MissingChunksResponse(missing: names).jsonBytes))

@@ -114,6 +114,6 @@ extension ServerFixture {
     /// `POST /v1/chunks/fetch` of `names`.
     func fetch(_ names: [String], token: String? = nil) throws -> TestResponse {
         try request("POST", Routes.fetchChunks, token: token, headers: [("Content-Type", "application/json")],
-                    body: FetchChunksRequest(chunks: names).jsonBytes)
+                    body: ChunkNamesRequest(chunks: names).jsonBytes)
     }
 }

@@ -43,12 +43,12 @@ import Testing
 
     @Test func badRequestsAnswerWhy() throws {
         let fixture = try ServerFixture()
-        let tooMany = (0..<(FetchChunksRequest.maxNames + 1)).map { Digest.sha256Hex(Array(String($0).utf8)) }
+        let tooMany = (0..<(ChunkNamesRequest.mostToFetch + 1)).map { Digest.sha256Hex(Array(String($0).utf8)) }
         let cases: [(name: String, type: String, body: [UInt8], status: Int, code: String)] = [
-            ("a name that is no hash", "application/json", FetchChunksRequest(chunks: ["nothex"]).jsonBytes, 400, "bad-request"),
-            ("more names than one answer holds", "application/json", FetchChunksRequest(chunks: tooMany).jsonBytes, 413, "too-large"),
+            ("a name that is no hash", "application/json", ChunkNamesRequest(chunks: ["nothex"]).jsonBytes, 400, "bad-request"),
+            ("more names than one answer holds", "application/json", ChunkNamesRequest(chunks: tooMany).jsonBytes, 413, "too-large"),
             ("not JSON", "application/json", Array("chunks".utf8), 400, "bad-json"),
-            ("not said to be JSON", "text/plain", FetchChunksRequest(chunks: []).jsonBytes, 415, "unsupported-media-type"),
+            ("not said to be JSON", "text/plain", ChunkNamesRequest(chunks: []).jsonBytes, 415, "unsupported-media-type"),
         ]
         for item in cases {
             let response = try fixture.request("POST", Routes.fetchChunks, headers: [("Content-Type", item.type)], body: item.body)

@@ -81,7 +81,7 @@ extension ServerFixture {
     /// `POST /v1/chunks/missing`.
     func missing(_ names: [String], token: String? = nil) throws -> TestResponse {
         try request("POST", Routes.missingChunks, token: token, headers: [("Content-Type", "application/json")],
-                    body: MissingChunksRequest(chunks: names).jsonBytes)
+                    body: ChunkNamesRequest(chunks: names).jsonBytes)
     }
 
     /// Waits for the retention pass a server runs at start, so that a test's own pass (`purgeNow`) is
