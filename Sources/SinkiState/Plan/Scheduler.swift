@@ -49,7 +49,7 @@ final class Scheduler {
             // A failed path that no longer differs is not seen by the walk again: its failure goes here,
             // or status would report it not applied for ever (the fault suite's seed 5: a rename's delete
             // kept because the file was open, and the file then deleted here).
-            try failures.forgetSettled { try store.differs($0) }
+            try forgetSettledFailures()
             // Nothing changed during the pass: every path still differing waits on something.
             return ([], store.treeWrites == passWrites)
         }
@@ -118,6 +118,13 @@ final class Scheduler {
             next = ancestor.parent
         }
         return []
+    }
+
+    /// Forgets the failures whose path no longer differs (settled another way): nothing is left to
+    /// retry, and no pass would come to them.
+    func forgetSettledFailures() throws {
+        guard !failures.isEmpty else { return }
+        try failures.forgetSettled { try store.differs($0) }
     }
 
     /// The last page is to be planned again next time (its saves could not go yet: both modify

@@ -66,8 +66,7 @@ public actor Replica {
     /// agree on) has nothing left to retry: no round may come to forget it (nothing differs), and
     /// status would say it failed for its whole backoff, a refusal's being a day.
     private func forgetSettledFailures() {
-        guard !scheduler.failures.isEmpty else { return }
-        try? scheduler.failures.forgetSettled { try store.differs($0) }
+        try? scheduler.forgetSettledFailures()
     }
 
     /// Paths that changed while being read since the last call.
