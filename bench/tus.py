@@ -104,12 +104,13 @@ def upload_sizes(server_data):
 
 def bytes_on_server(server_data):
     """What the server holds of uploads: tus uploads under way or finished (`uploads/*.bin`) and
-    the chunks stored from finished chunk uploads (`chunks/USER/XX/HASH`; docs/chunking.md)."""
+    the chunks stored from finished chunk uploads, in packs (`chunks/USER/packs/ID`, and files of
+    the layout before packs, `chunks/USER/XX/HASH`; docs/server.md "Chunks")."""
     total = sum(upload_sizes(server_data))
     for top, dirs, files in os.walk(os.path.join(server_data, "chunks")):
-        dirs[:] = [d for d in dirs if d != "scoped"]  # empty markers
         for name in files:
-            if len(name) == 64:
+            packed = os.path.basename(top) == "packs"
+            if len(name) == 64 or packed:
                 try:
                     total += os.path.getsize(os.path.join(top, name))
                 except FileNotFoundError:
