@@ -7,6 +7,7 @@
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
+#include <sys/vfs.h>
 #include "CSystemShim.h"
 
 int sinki_syncfs(int fd) { return syncfs(fd); }
@@ -86,3 +87,9 @@ int sinki_remove_xattr(int fd, const char *name) {
 }
 
 int sinki_path_only_flag(void) { return O_PATH; }
+
+long sinki_file_system_type(const char *path) {
+    struct statfs info;
+    if (statfs(path, &info) != 0) return -1;
+    return (long)info.f_type;
+}

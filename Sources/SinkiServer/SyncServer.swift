@@ -95,8 +95,8 @@ public struct ServerConfiguration: Sendable {
     /// Where tus uploads and assets live; nil: `uploads/` in the data folder. Servers that share one
     /// (on one PostgreSQL) coordinate through locks on its files (docs/server.md, "Several servers").
     public var uploadsDirectory: String?
-    /// Where users' chunks live; nil: `chunks/` in the data folder. On the file system of the uploads
-    /// folder (finished chunk uploads are renamed in), shared like it by servers on one store.
+    /// Where users' chunks live; nil: `chunks/` in the data folder. Shared like the uploads folder by
+    /// servers on one store.
     public var chunksDirectory: String?
 
     public init(listen: String = "127.0.0.1:7071", dataDirectory: String, threads: Int = 4,
@@ -189,7 +189,6 @@ public final class SyncServer: Sendable {
             let chunks = try ChunkStore(directory: configuration.chunksDirectory ?? configuration.dataDirectory + "/chunks", logger: logger)
             let uploads = try UploadStore(directory: configuration.uploadsDirectory ?? configuration.dataDirectory + "/uploads", settings: configuration.uploads,
                                           chunks: chunks, logger: logger)
-            try Self.checkOneFileSystem(uploads: uploads.directory, chunks: chunks.directory)
             let hub: WaiterHub
             do {
                 hub = try WaiterHub(logger: logger)
@@ -253,19 +252,6 @@ public final class SyncServer: Sendable {
                                      crossServer: crossServer, port: listener.port))
             logger.info("serving on \(configuration.listen) (port \(listener.port)), store \(store.storeID), "
                         + "\(configuration.threads) threads, " + (configuration.authentication == .tokens ? "device tokens checked" : "NO AUTHENTICATION"))
-        }
-    }
-
-    /// Finished chunk uploads are renamed into the chunks folder, which a rename across file systems
-    /// cannot do: refused at start rather than at the first chunk.
-    private static func checkOneFileSystem(uploads: String, chunks: String) throws(ServerError) {
-        var first = stat(), second = stat()
-        guard stat(uploads, &first) == 0, stat(chunks, &second) == 0 else {
-            throw ServerError(.store, "cannot look at \(uploads) and \(chunks): \(SystemError("stat", errno: errno))")
-        }
-        guard first.st_dev == second.st_dev else {
-            throw ServerError(.store, "the uploads folder \(uploads) and the chunks folder \(chunks) are on two file systems; "
-                              + "finished chunk uploads are renamed into the chunks, so they must share one")
         }
     }
 

@@ -58,8 +58,10 @@ public final class SQLiteDatabase {
     /// Inside `reading`: a write there would upgrade a deferred transaction, which another writer can refuse.
     private var readOnly = false
 
-    /// Opens (creating if needed) a database in WAL mode with a busy timeout.
-    public init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+    /// Opens (creating if needed) a database in WAL mode with a busy timeout. `shared`: the file is on a
+    /// network file system that other machines open too, where WAL's shared memory cannot reach: a
+    /// rollback journal instead, each commit synced.
+    public init(path: String, readOnly: Bool = false, shared: Bool = false) throws(SQLiteError) {
         if !readOnly { Self.keepPrivate(path) }
         var db: OpaquePointer?
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
@@ -75,7 +77,8 @@ public final class SQLiteDatabase {
         sqlite3_busy_timeout(db, 10_000)
         sqlite3_extended_result_codes(db, 1)
         if !readOnly {
-            try execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+            try execute(shared ? "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"
+                               : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
         }
     }
 

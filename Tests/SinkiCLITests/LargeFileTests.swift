@@ -63,21 +63,10 @@ import Testing
         }
     }
 
-    /// The chunk files the server holds (its chunk store, whatever the folder layout: 64-hex names).
+    /// The chunks the server holds (named in its indexes), with their sizes.
     func serverChunks(_ cluster: Cluster) -> [String: Int] {
-        let base = cluster.directory.child("server-data") + "/chunks"
-        var out: [String: Int] = [:]
-        guard let walker = FileManager.default.enumerator(atPath: base) else { return out }
-        while let relative = walker.nextObject() as? String {
-            // USER/XX/HASH: the user's folder is named by 64 hex digits too.
-            let parts = relative.split(separator: "/")
-            guard parts.count == 3, parts[2].utf8.count == 64,
-                  let size = (try? FileManager.default.attributesOfItem(atPath: base + "/" + relative))?[.size] as? Int else { continue }
-            out[String(parts[2])] = size
-        }
-        return out
+        ServerChunks(cluster.directory.child("server-data") + "/chunks").chunks.mapValues { Int($0.size) }
     }
-
 
     func transfers(_ json: JSONValue) -> [JSONValue] {
         if case let .array(items)? = json["transfers"] { return items }
@@ -351,16 +340,7 @@ import Testing
             try cluster.serverRecords().contains { $0.path == "SaveGames/later.txt" }
         }
         let victim = try #require(record?.asset?.chunks?[1])
-        let base = cluster.directory.child("server-data") + "/chunks"
-        let walker = try #require(FileManager.default.enumerator(atPath: base))
-        var stored: String?
-        while stored == nil, let relative = walker.nextObject() as? String {
-            if relative.hasSuffix(victim.sha256), relative.split(separator: "/").count == 3 { stored = base + "/" + relative }
-        }
-        let chunkPath = try #require(stored)
-        var damaged = try #require(FileManager.default.contents(atPath: chunkPath))
-        damaged[damaged.count / 2] ^= 0xff
-        try overwrite(chunkPath, damaged)
+        try ServerChunks(cluster.directory.child("server-data") + "/chunks").damage(victim.sha256)
 
         try cluster.startAgent("b", extra: try config(cluster, "b", ["attempts = 2"]))
         // b builds the file from a's version sent again: the damaged bytes never reach its disk.

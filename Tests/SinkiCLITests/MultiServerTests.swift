@@ -88,17 +88,8 @@ import Testing
         try writeFile(cluster.root("a") + "/big.bin", big)
         // Once some of its chunks are in the shared data folder, the server taking them dies.
         let chunks = try #require(cluster.serverData) + "/chunks"
-        /// Bytes of the chunks the servers hold.
-        func received() -> Int {
-            guard let walker = FileManager.default.enumerator(atPath: chunks) else { return 0 }
-            var total = 0
-            while let relative = walker.nextObject() as? String {
-                // USER/XX/HASH: the user's folder is named by 64 hex digits too.
-                guard relative.split(separator: "/").count == 3 else { continue }
-                total += (try? FileManager.default.attributesOfItem(atPath: chunks + "/" + relative))?[.size] as? Int ?? 0
-            }
-            return total
-        }
+        /// Bytes of the chunks the servers hold (named in their indexes).
+        func received() -> Int { Int(ServerChunks(chunks).chunks.values.reduce(0) { $0 + $1.size }) }
         try waitUntilSync("some chunks to arrive", timeout: 30) { received() >= 1 << 20 }
         cluster.killServer()
         try #require(received() < big.count, "the first server was to die before the upload's end")

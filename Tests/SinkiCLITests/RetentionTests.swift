@@ -7,18 +7,11 @@ import Testing
 /// longer gets `410 token-expired`, compares everything, and loses nothing, while nothing deleted on
 /// purpose comes back. Blobs no record names go too.
 @Suite(.serialized) struct RetentionTests {
-    /// Chunk files (64 hex digits) in the server's chunk store, and blob files (`ID.bin`) in its upload folder.
+    /// Chunks in the server's chunk store (named in its indexes), and blob files (`ID.bin`) in its upload folder.
     func blobs(_ cluster: Cluster) -> [String] {
         let data = cluster.directory.child("server-data")
-        var found = ((try? FileManager.default.contentsOfDirectory(atPath: data + "/uploads")) ?? []).filter { $0.hasSuffix(".bin") }
-        if let walker = FileManager.default.enumerator(atPath: data + "/chunks") {
-            while let relative = walker.nextObject() as? String {
-                // USER/XX/HASH: the user's folder is named by 64 hex digits too.
-                let parts = relative.split(separator: "/")
-                if parts.count == 3, parts[2].utf8.count == 64 { found.append(String(parts[2])) }
-            }
-        }
-        return found
+        let found = ((try? FileManager.default.contentsOfDirectory(atPath: data + "/uploads")) ?? []).filter { $0.hasSuffix(".bin") }
+        return found + ServerChunks(data + "/chunks").chunks.keys
     }
 
     @Test func anAgentAwayLongerThanTheRetentionLosesNothingAndGetsNoDeleteBack() async throws {

@@ -40,4 +40,6 @@ long sinki_list_xattrs(int fd, char *list, unsigned long size);
 long sinki_get_xattr(int fd, const char *name, void *value, unsigned long size);
 int sinki_set_xattr(int fd, const char *name, const void *value, unsigned long size);
 int sinki_remove_xattr(int fd, const char *name);
+/// statfs(2)'s f_type of the file system holding `path` (NFS_SUPER_MAGIC, say); -1 with errno on failure.
+long sinki_file_system_type(const char *path);
 #endif

@@ -3,8 +3,8 @@ import SinkiRecord
 import SinkiSupport
 
 /// `POST /v1/chunks/batch`: several chunks in one request (docs/protocol.md, "Chunks in batches"),
-/// framed (`ChunkFrames`). Each frame is written into an unnamed file as it arrives and takes its name
-/// when its last byte is in and its CRC-32 checked, as a chunk sent whole in a tus `POST` with an
+/// framed (`ChunkFrames`). Each frame is written into a slot of the user's current pack as it arrives
+/// and takes its name when its last byte is in and its CRC-32 checked, as a chunk sent whole in a tus `POST` with an
 /// `Upload-Checksum` does (`DirectChunkWriter`; a mismatch answers `460` and ends the batch): a chunk
 /// held already at that size is touched, and a narrowed token's bytes must hash to their name. So a
 /// receiver may fetch a batch's first chunks while its last ones travel, and a body cut off keeps the
@@ -36,8 +36,8 @@ struct ChunkBatchRoute: Route {
     }
 }
 
-/// Takes the body of `POST /v1/chunks/batch` as it arrives, a frame at a time (at most one chunk's
-/// file open). Confined to the worker thread of its request.
+/// Takes the body of `POST /v1/chunks/batch` as it arrives, a frame at a time (at most one chunk
+/// under way). Confined to the worker thread of its request.
 final class ChunkBatchWriter: BodySink {
     private let chunks: ChunkStore
     private let user: String
@@ -112,9 +112,8 @@ final class ChunkBatchWriter: BodySink {
 
 /// `POST /v1/chunks/fetch`: the bytes of several chunks in one answer, framed (`ChunkFrames`) in the
 /// order asked, each once; a chunk the token may not read (not held, or for a narrowed token not
-/// uploaded by it) is a frame of length 0. Every chunk is opened before the answer starts, so one
-/// removed meanwhile (garbage collection, damage) is still sent whole, and the answer streams from the
-/// files as libmicrohttpd sends it: nothing is held in memory but the frames' headers.
+/// uploaded by it) is a frame of length 0. Every chunk's pack is opened before the answer starts, so
+/// one removed or repacked meanwhile is still sent whole, and the answer streams from the packs as libmicrohttpd sends it: nothing is held in memory but the frames' headers.
 struct ChunkFetchRoute: Route {
     let chunks: ChunkStore
     static let bodyLimit = 64 << 10
@@ -127,27 +126,19 @@ struct ChunkFetchRoute: Route {
     func respond(to request: Request) throws -> Reply {
         let names = try ChunkStore.checkedNames(request.decodeBody(ChunkNamesRequest.parse).chunks, most: ChunkNamesRequest.mostToFetch)
         let user = request.identity.user
+        let held = try chunks.visible(user: user, prefix: request.scopePrefix, names)
         var frames: [ChunkFrameSource.Frame] = []
         var total: Int64 = 0
-        for name in names {
-            let visible = chunks.visible(user: user, prefix: request.scopePrefix, chunk: name) != nil
-            let (file, size) = visible ? try Self.open(chunks.path(user: user, chunk: name)) : (nil, 0)
-            frames.append(ChunkFrameSource.Frame(header: ChunkFrames.header(name: name, length: Int(size)), file: file, size: size, start: total))
+        for (name, entry) in zip(names, held) {
+            // Removed (garbage, damage) since it was looked up: as not held.
+            var opened: OpenChunk?
+            if let entry { opened = try chunks.open(user: user, chunk: name, entry: entry) }
+            let size = opened?.entry.size ?? 0
+            frames.append(ChunkFrameSource.Frame(header: ChunkFrames.header(name: name, length: Int(size)), file: opened?.file,
+                                                 offset: opened?.entry.offset ?? 0, size: size, start: total))
             total += Int64(ChunkFrames.Kind.answer.headerBytes) + size
         }
         return .response(Response(status: 200, contentType: ChunkFrames.mediaType, body: .stream(ChunkFrameSource(frames), length: total)))
-    }
-
-    /// The chunk file at `path`, open, and its size; none when it was removed since it was looked up.
-    private static func open(_ path: String) throws(SystemError) -> (FileDescriptor?, Int64) {
-        let file: FileDescriptor
-        do {
-            file = try FileDescriptor.open(path, flags: O_RDONLY)
-        } catch where error.errno == ENOENT {
-            return (nil, 0)
-        }
-        let size = try file.stat().size
-        return size > 0 ? (file, size) : (nil, 0)
     }
 }
 
@@ -158,6 +149,8 @@ final class ChunkFrameSource: ContentSource {
         var header: [UInt8]
         /// Nil for a chunk not held (a frame of length 0).
         var file: FileDescriptor?
+        /// Where the chunk's bytes start in `file` (its pack).
+        var offset: Int64
         var size: Int64
         /// Where the frame starts in the answer.
         var start: Int64
@@ -185,8 +178,8 @@ final class ChunkFrameSource: ContentSource {
         guard let file = frame.file else { throw SystemError("read", errno: EIO, path: "bug: a chunk frame read past its header") }
         let at = within - headerBytes
         let want = Int(min(Int64(buffer.count), frame.size - at))
-        let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: at)
-        guard got == want else { throw SystemError("read", errno: EIO, path: "\(file.path): short at \(at)") }
+        let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: frame.offset + at)
+        guard got == want else { throw SystemError("read", errno: EIO, path: "\(file.path): short at \(frame.offset + at)") }
         return got
     }
 }

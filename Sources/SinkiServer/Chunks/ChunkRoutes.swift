@@ -37,8 +37,10 @@ struct MissingChunksRoute: Route {
             return .response(.json(MissingChunksResponse(missing: names).jsonBytes))
         }
         // Touched under the shared lock: garbage collection, which deletes under the exclusive one, then
-        // sees the new mtime and keeps the chunk.
-        let missing = withExtendedLifetime(lock) { names.filter { !chunks.touch(user: user, chunk: $0) } }
+        // sees the new time and keeps the chunk.
+        let held = try chunks.touch(user: user, names)
+        withExtendedLifetime(lock) {}
+        let missing = zip(names, held).filter { !$0.1 }.map(\.0)
         return .response(.json(MissingChunksResponse(missing: missing).jsonBytes))
     }
 }
@@ -52,31 +54,17 @@ struct ChunkGetRoute: Route {
     func respond(to request: Request) throws -> Reply {
         let name = request.pathParameter
         let user = request.identity.user
-        guard ChunkStore.isName(name), chunks.visible(user: user, prefix: request.scopePrefix, chunk: name) != nil else {
+        // Removed (garbage, damage) since it was looked up: as unknown.
+        guard ChunkStore.isName(name), let held = try chunks.visible(user: user, prefix: request.scopePrefix, chunk: name),
+              let opened = try chunks.open(user: user, chunk: name, entry: held) else {
             throw Problem(.notFound, detail: "no chunk \(quoted(name))")
         }
-        let path = chunks.path(user: user, chunk: name)
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            // Removed (garbage, damage) since it was looked up.
-            if errno == ENOENT { throw Problem(.notFound, detail: "no chunk \(quoted(name))") }
-            throw SystemError("open", errno: errno, path: path)
-        }
-        var info = Glibc.stat()
-        guard fstat(fd, &info) == 0 else {
-            let failure = SystemError("fstat", errno: errno, path: path)
-            close(fd)
-            throw failure
-        }
-        let range: (status: Int, first: Int64, length: Int64, headers: [(String, String)])
-        do {
-            range = try AssetRoute.range(request, size: Int64(info.st_size), etag: name)
-        } catch {
-            close(fd)
-            throw error
-        }
+        let range = try AssetRoute.range(request, size: opened.entry.size, etag: name)
+        // libmicrohttpd owns the descriptor from here (it sends from it, then closes it).
+        let fd = dup(opened.file.raw)
+        guard fd >= 0 else { throw SystemError("dup", errno: errno, path: opened.file.path) }
         return .response(Response(status: range.status, contentType: "application/octet-stream", headers: range.headers,
-                                  body: .file(fd: fd, offset: range.first, length: range.length)))
+                                  body: .file(fd: fd, offset: opened.entry.offset + range.first, length: range.length)))
     }
 }
 
@@ -99,7 +87,7 @@ struct ChunkDeleteRoute: Route {
     func respond(to request: Request) throws -> Reply {
         let name = request.pathParameter
         let user = request.identity.user
-        guard ChunkStore.isName(name), chunks.visible(user: user, prefix: request.scopePrefix, chunk: name) != nil else {
+        guard ChunkStore.isName(name), try chunks.visible(user: user, prefix: request.scopePrefix, chunk: name) != nil else {
             throw Problem(.notFound, detail: "no chunk \(quoted(name))")
         }
         switch try chunks.removeIfDamaged(user: user, chunk: name) {

@@ -10,42 +10,54 @@ import Synchronization
 /// user, each chunk stored once however many files and versions name it, named by its SHA-256. One
 /// user's chunks are never visible to, nor shared with, another.
 ///
-/// On-disk format, one folder per user:
+/// On-disk format, one folder per user (docs/server.md, "Chunks"):
 ///
 /// - `KEY/`: `KEY` is the SHA-256 (64 lowercase hex digits) of the user's name in UTF-8, so that any
 ///   name makes a safe folder name of one length.
 /// - `KEY/user`: the user's name, written once (as `user.tmp.PID`, then renamed): garbage collection
 ///   reads it to ask the record store what the user's records name, and leaves alone a folder whose
 ///   `KEY` is not the hash of the name it holds.
-/// - `KEY/lock`: an empty file, `flock`ed by every server sharing the folder. Shared by whatever adds a
-///   chunk, finds one present (`missing`) or checks a modify's chunks until its commit; exclusive while
+/// - `KEY/lock`: an empty file, `flock`ed by every server sharing the folder. Shared by whatever names
+///   a chunk, finds one present (`missing`) or checks a modify's chunks until its commit; exclusive while
 ///   garbage collection deletes and while a damaged chunk is removed. So a chunk found present, or
 ///   checked for a record, is never deleted before that record is committed (and then it is named).
-/// - `KEY/XX/HASH`: a chunk's bytes (mode 0600), `XX` the first two hex digits of `HASH`. It arrives by
-///   a rename of a finished tus upload (`uploads/ID.bin`), never by a copy, so the uploads folder must
-///   be on the same file system (checked at start). Its mtime is when it was last uploaded or found
-///   present: garbage collection keeps a chunk no record names until its mtime is `grace` old.
-/// - `KEY/scoped/PREFIX/XX/HASH`: empty markers, `PREFIX` the SHA-256 of a token's path prefix: a token
-///   narrowed to that prefix uploaded these bytes within the grace (their mtime). Such a token is told
-///   every chunk is missing and may name in a record, read or report damaged only the chunks it
-///   uploaded itself, so it cannot probe or read the user's content outside its prefix by hash.
+/// - `KEY/packs/ID`: packs, chunks' bytes back to back, several MiB each (`PackFiles`): a chunk costs
+///   no file of its own. A pack being written holds a shared `flock` on itself.
+/// - `KEY/index.db`: where each chunk is, when it was stored and last touched, and the markers of
+///   narrowed tokens and of damaged chunks (`ChunkIndex`).
+/// - `KEY/XX/HASH`: a chunk in the layout before packs, a file of its own; read where it is, and
+///   copied into a pack by garbage collection.
 ///
-/// Durability: a finished chunk is not fsynced (write-back is started); a modify that names chunks
-/// changed (`ctime`) since the start of the last `syncfs` of this file system runs one `syncfs` before
-/// its commit (`makeDurable`), which also covers the renames and chunks written by other servers on
-/// this machine. Servers on other machines reach the folder over NFS, whose close flushes and commits.
+/// A token narrowed to a prefix is told every chunk is missing, and may name in a record, read or
+/// report damaged only the chunks it uploaded itself within the grace (its marker in the index), so it
+/// cannot probe or read the user's content outside its prefix by hash.
+///
+/// Durability: a chunk's bytes are not fsynced as they arrive (their write-back is started); a modify
+/// that names chunks stored since the start of the last `syncfs` of this file system runs one `syncfs`
+/// before its commit (`makeDurable`), which also covers the packs and index entries written by other
+/// servers on this machine. Servers on other machines reach the folder over NFS, whose close flushes
+/// and commits, and whose index is opened without WAL, each commit synced.
 public final class ChunkStore: Sendable {
     let directory: String
     let logger: Logger
-    /// `Clock.now()` when the last successful `syncfs` began: every chunk changed before it is durable.
+    /// `Clock.now()` when the last successful `syncfs` began: every chunk stored before it is durable.
     private let syncedBefore = Atomic<Int64>(0)
     /// For tests: called at the named points of a garbage collection, with the user.
     let collectionHook = Mutex<(@Sendable (CollectionPoint, String) -> Void)?>(nil)
+    /// The folder is on NFS, shared with servers on other machines.
+    let shared: Bool
+    /// Open indexes and pack appenders, by user, the most recently used last.
+    private let open = Mutex<(indexes: [String: ChunkIndex], appenders: [String: PackAppender], order: [String])>(([:], [:], []))
 
     /// The largest chunk (`ChunkProfile.large.maximum`, 2 MiB), as a chunk upload's length may be.
     static let maxChunkBytes = Int64(ChunkProfile.large.maximum)
-    /// Chunk times come from the kernel's coarse clock and may lag `Clock.now()` by a tick or so: a
-    /// chunk changed this close before a `syncfs` began is synced again rather than assumed synced.
+    /// A pack is left for a new one once it passes this.
+    static let packBytes: Int64 = 8 << 20
+    /// Users whose index and current pack stay open at once.
+    static let openUsers = 64
+    /// Chunk times come from the server's clock and may be a little behind a `syncfs` that began on
+    /// another thread: a chunk stored this close before a `syncfs` began is synced again rather than
+    /// assumed synced.
     private static let clockSlack: Int64 = 1_000_000_000
     /// Garbage collection deletes at most this many chunks per hold of the exclusive lock, so that a
     /// modify of the user waits at most that long.
@@ -67,29 +79,35 @@ public final class ChunkStore: Sendable {
         } catch {
             throw ServerError(.store, "cannot create the chunks folder \(directory): \(error)")
         }
+        shared = sinki_file_system_type(directory) == Self.nfsMagic
     }
+
+    /// `NFS_SUPER_MAGIC` of <linux/magic.h>.
+    private static let nfsMagic = 0x6969
 
     // MARK: Names and places
 
     /// Whether `name` is a chunk name: 64 lowercase hex digits.
     static func isName(_ name: String) -> Bool { ContentID.rawHash(name) != nil }
 
+    /// Whether `text` is lowercase hex digits only.
+    static func isHex(_ text: String) -> Bool { text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) } }
+
     /// The folder name of a user, or of a token's prefix: the SHA-256 of its UTF-8.
     static func key(_ text: String) -> String { Digest.sha256Hex(Array(text.utf8)) }
 
+    /// The raw key of a token's prefix, as the index keeps its markers.
+    static func prefixKey(_ prefix: String) -> [UInt8] { Digest.hash(Array(prefix.utf8)) }
+
     func userFolder(_ user: String) -> String { directory + "/" + Self.key(user) }
 
-    /// Where the chunk `name` of `user` lives (whether or not it does).
-    func path(user: String, chunk name: String) -> String { userFolder(user) + "/" + name.prefix(2) + "/" + name }
+    func packsFolder(_ user: String) -> String { userFolder(user) + "/packs" }
 
-    private func markerPath(user: String, prefix: String, chunk name: String) -> String {
-        userFolder(user) + "/scoped/" + Self.key(prefix) + "/" + name.prefix(2) + "/" + name
-    }
-
-    /// Makes the user's folder and its `user` file when missing.
-    private func prepare(_ user: String) throws(SystemError) {
+    /// Makes the user's folder, its `user` file and its packs folder when missing.
+    func prepare(_ user: String) throws(SystemError) {
         let folder = userFolder(user)
         if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw SystemError("mkdir", errno: errno, path: folder) }
+        if mkdir(folder + "/packs", 0o700) != 0 && errno != EEXIST { throw SystemError("mkdir", errno: errno, path: folder + "/packs") }
         guard access(folder + "/user", F_OK) != 0 else { return }
         // Per call: two servers, or two requests of one, may make the folder at once; each writes its
         // own and renames it in.
@@ -115,70 +133,156 @@ public final class ChunkStore: Sendable {
         return file
     }
 
+    /// Whether the user has a chunks folder at all.
+    func hasFolder(_ user: String) -> Bool { access(userFolder(user) + "/user", F_OK) == 0 }
+
+    /// The user's index, opened (and made, with `create`) when needed; nil when the user has no chunks
+    /// folder and `create` is false.
+    func index(_ user: String, create: Bool = false) throws -> ChunkIndex? {
+        let known = open.withLock { open -> ChunkIndex? in
+            guard let index = open.indexes[user] else { return nil }
+            Self.use(user, &open.order)
+            return index
+        }
+        if let known { return known }
+        if create { try prepare(user) } else if !hasFolder(user) { return nil }
+        // Opened outside the lock: an import of the layout before packs may take a while.
+        let made = try ChunkIndex(folder: userFolder(user), shared: shared)
+        return open.withLock { open in
+            if let raced = open.indexes[user] { return raced }
+            open.indexes[user] = made
+            Self.use(user, &open.order)
+            Self.evict(&open)
+            return made
+        }
+    }
+
+    /// Ends every user's current pack here (the next chunk starts another), so that once the slots
+    /// under way are written it is a pack like the others, which garbage collection may repack.
+    func sealCurrentPacks() {
+        for appender in open.withLock({ Array($0.appenders.values) }) { appender.seal() }
+    }
+
+    /// The appender of the user's current pack.
+    private func appender(_ user: String) -> PackAppender {
+        open.withLock { open in
+            if let known = open.appenders[user] { return known }
+            let made = PackAppender(folder: packsFolder(user), target: Self.packBytes)
+            open.appenders[user] = made
+            Self.use(user, &open.order)
+            Self.evict(&open)
+            return made
+        }
+    }
+
+    private static func use(_ user: String, _ order: inout [String]) {
+        if let at = order.lastIndex(of: user) { order.remove(at: at) }
+        order.append(user)
+    }
+
+    /// Lets go of the least recently used users' index and pack beyond `openUsers` (a pack being
+    /// written is closed when its last slot is done).
+    private static func evict(_ open: inout (indexes: [String: ChunkIndex], appenders: [String: PackAppender], order: [String])) {
+        while open.order.count > openUsers {
+            let user = open.order.removeFirst()
+            open.indexes[user] = nil
+            open.appenders[user] = nil
+        }
+    }
+
     // MARK: Looking chunks up
 
-    /// What `lstat` says of a held chunk.
-    struct Held {
-        var size: Int64
-        /// Nanoseconds since the epoch.
-        var modified: Int64
-        var changed: Int64
+    /// The entries of `names` (64 hex digits each) the user holds, nil for the others.
+    func entries(user: String, _ names: [String]) throws -> [ChunkIndex.Entry?] {
+        guard let index = try index(user) else { return names.map { _ in nil } }
+        let raw = names.map { ContentID.rawHash($0) ?? [] }
+        return try index.entries(raw)
     }
 
-    private static func held(_ path: String) -> Held? {
-        var info = Glibc.stat()
-        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
-        return Held(size: Int64(info.st_size),
-                    modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
-                    changed: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
+    /// The entries of `names` a token of `user` (narrowed to `prefix`, when given) may see: held, and for
+    /// a narrowed token uploaded by it; nil for the others.
+    func visible(user: String, prefix: String?, _ names: [String]) throws -> [ChunkIndex.Entry?] {
+        guard let index = try index(user) else { return names.map { _ in nil } }
+        let raw = names.map { ContentID.rawHash($0) ?? [] }
+        var found = try index.entries(raw)
+        if let prefix {
+            let marked = try index.marked(raw, prefixKey: Self.prefixKey(prefix))
+            for position in found.indices where !marked[position] { found[position] = nil }
+        }
+        return found
     }
 
-    /// The chunk `name` of `user`, nil when not held.
-    func held(user: String, chunk name: String) -> Held? { Self.held(path(user: user, chunk: name)) }
-
-    /// Whether a token narrowed to `prefix` uploaded the chunk within the grace (its marker is there).
-    func uploaded(user: String, prefix: String, chunk name: String) -> Bool {
-        access(markerPath(user: user, prefix: prefix, chunk: name), F_OK) == 0
+    func visible(user: String, prefix: String?, chunk name: String) throws -> ChunkIndex.Entry? {
+        try visible(user: user, prefix: prefix, [name])[0]
     }
 
-    /// Whether a token of `user` (narrowed to `prefix`, when given) may see the chunk: held, and for a
-    /// narrowed token uploaded by it.
-    func visible(user: String, prefix: String?, chunk name: String) -> Held? {
-        if let prefix, !uploaded(user: user, prefix: prefix, chunk: name) { return nil }
-        return held(user: user, chunk: name)
-    }
-
-    /// Sets the chunk's mtime to now, so that garbage collection keeps it another grace; false when the
-    /// user does not hold it. The caller holds the user's lock.
-    func touch(user: String, chunk name: String) -> Bool {
-        var times = [timespec(tv_sec: 0, tv_nsec: utimeOmit), timespec(tv_sec: 0, tv_nsec: utimeNow)]
-        return utimensat(AT_FDCWD, path(user: user, chunk: name), &times, AT_SYMLINK_NOFOLLOW) == 0
+    /// Sets the chunks' `touched` to now, so that garbage collection keeps them another grace; says
+    /// which the user holds. The caller holds the user's lock.
+    func touch(user: String, _ names: [String]) throws -> [Bool] {
+        guard let index = try index(user) else { return names.map { _ in false } }
+        return try index.touch(names.map { ContentID.rawHash($0) ?? [] }, now: Clock.now())
     }
 
     /// For a modify, under the user's shared lock: the chunks of `names` the user lacks (for a token
     /// narrowed to `prefix`, also those it did not upload itself), or holds at another size than
     /// `sizes` says (a damaged copy: the sender uploads it again, which replaces it), each once; and the
-    /// newest change time among those held, for `makeDurable`.
-    func absent(_ chunks: [ChunkRef], user: String, prefix: String?) -> (missing: [String], newestChange: Int64) {
-        var missing: [String] = []
+    /// newest time one of those held was stored, for `makeDurable`.
+    func absent(_ chunks: [ChunkRef], user: String, prefix: String?) throws -> (missing: [String], newestChange: Int64) {
         var seen = Set<String>()
+        let unique = chunks.filter { seen.insert($0.sha256).inserted }
+        let found = try visible(user: user, prefix: prefix, unique.map(\.sha256))
+        var missing: [String] = []
         var newest: Int64 = 0
-        for chunk in chunks where seen.insert(chunk.sha256).inserted {
-            guard let held = visible(user: user, prefix: prefix, chunk: chunk.sha256), held.size == chunk.size else {
+        for (chunk, entry) in zip(unique, found) {
+            guard let entry, entry.size == chunk.size else {
                 missing.append(chunk.sha256)
                 continue
             }
-            newest = max(newest, held.changed)
+            newest = max(newest, entry.stored)
         }
         return (missing, newest)
     }
 
-    /// Makes every chunk changed at or after `newestChange` durable before a record naming it is
-    /// committed: one `syncfs` of the chunks' file system when a chunk changed since the last one began
-    /// (or close before it), none otherwise. It flushes the renames too, and whatever else is dirty on
-    /// that file system; finished chunks started their write-back when they came in, so little is left.
+    /// Opens the file holding the chunk's bytes (its pack, or its own file in the layout before packs);
+    /// a chunk whose pack went meanwhile (repacked) is looked up again. Nil when it is no longer held.
+    func open(user: String, chunk name: String, entry: ChunkIndex.Entry) throws -> OpenChunk? {
+        var current = entry
+        for _ in 0..<3 {
+            if let file = try Self.openIfPresent(path(user: user, chunk: name, entry: current)) { return OpenChunk(file: file, entry: current) }
+            guard let again = try entries(user: user, [name])[0], again != current else { return nil }
+            current = again
+        }
+        return nil
+    }
+
+    /// The file holding the bytes of the chunk `name` where `entry` says they are.
+    func path(user: String, chunk name: String, entry: ChunkIndex.Entry) -> String {
+        entry.isFile ? LegacyLayout.path(folder: userFolder(user), name: name) : packsFolder(user) + "/" + entry.pack
+    }
+
+    /// `path` opened to read; nil when there is no such file. (Written without a `do`/`catch where`
+    /// in a loop: the Swift 6.x compiler's box-to-stack pass never finished such a function.)
+    private static func openIfPresent(_ path: String) throws(SystemError) -> FileDescriptor? {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return nil }
+            throw SystemError("open", errno: errno, path: path)
+        }
+        return FileDescriptor(raw: fd, path: path)
+    }
+
+    /// Makes every chunk stored at or after `newestChange` durable before a record naming it is
+    /// committed: one `syncfs` of the chunks' file system when a chunk was stored since the last one
+    /// began (or close before it), none otherwise. It flushes the packs and the index too, and whatever
+    /// else is dirty on that file system; packs started their write-back as chunks came in, so little
+    /// is left.
     func makeDurable(newestChange: Int64) throws(SystemError) {
         guard newestChange >= syncedBefore.load(ordering: .acquiring) - Self.clockSlack else { return }
+        try syncNow()
+    }
+
+    /// One `syncfs` of the chunks' file system, now.
+    func syncNow() throws(SystemError) {
         let started = Clock.now()
         let folder = try FileDescriptor.open(directory, flags: O_RDONLY | O_DIRECTORY)
         try folder.syncFileSystem()
@@ -192,146 +296,69 @@ public final class ChunkStore: Sendable {
 
     // MARK: Adding chunks
 
-    /// What became of a finished chunk upload.
+    /// What became of a chunk that arrived whole.
     enum Adoption: Equatable {
         /// Its bytes are the user's chunk now.
         case stored
-        /// The user held the chunk already: the upload's bytes were dropped, the chunk touched.
+        /// The user held the chunk already: the arrival's bytes were left unused, the chunk touched.
         case alreadyHeld
         /// A narrowed token sent bytes that do not hash to the name: dropped.
         case refused
     }
 
-    /// Moves a finished chunk upload's file (`source`, `length` bytes) into the user's chunks under
-    /// `name`: a rename, never a copy. A chunk held already keeps its bytes (the upload's are dropped),
-    /// unless it has another size than the upload, which only a damaged copy has: then the upload
-    /// replaces it. A token narrowed to `prefix` proves it has a chunk before it may name it: its
-    /// bytes must hash to the name (then they take the name, held or not, and the token its marker).
-    func adopt(source: String, length: Int64, user: String, chunk name: String, prefix: String?) throws -> Adoption {
-        let lock = try lock(user, exclusive: false, create: true)
-        defer { withExtendedLifetime(lock) {} }
-        let target = path(user: user, chunk: name)
-        let fanOut = String(target.dropLast(name.utf8.count + 1))
-        if mkdir(fanOut, 0o700) != 0 && errno != EEXIST { throw SystemError("mkdir", errno: errno, path: fanOut) }
-        // A narrowed token's bytes count only when they hash to their name, checked first and whether
-        // or not the user holds the chunk: the answer (and its cost) is then the same either way, so
-        // the token learns nothing of content outside its prefix, and it cannot plant other bytes under
-        // a name the owner's devices will then never send (issue 24 items 1 and 2). A full token's
-        // upload is taken as the chunk: receivers check every chunk and report damage.
-        if prefix != nil {
-            // The upload's own descriptor is write-only: its bytes are read through its path.
-            guard try Self.hashes(FileDescriptor.open(source, flags: O_RDONLY), length: length, to: name) else {
-                unlink(source)
-                logger.warning("chunk \(name) of a narrowed token's upload is other bytes than its name says; dropped")
-                return .refused
-            }
-        }
-        let adoption: Adoption
-        if prefix != nil {
-            // Checked bytes: whatever was held under the name is these or a damaged copy.
-            try syscall("rename", path: target) { rename(source, target) }
-            adoption = .stored
-        } else if sinki_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 {
-            adoption = .stored
-        } else {
-            let code = errno
-            guard code == EEXIST else { throw SystemError("rename", errno: code, path: target) }
-            let held = Self.held(target)
-            if held?.size != length {
-                // Another size: the held copy is damaged. The new bytes take its place.
-                try syscall("rename", path: target) { rename(source, target) }
-                logger.info("chunk \(name) held at \(held.map { String($0.size) } ?? "no") bytes replaced by an upload of \(length)")
-                adoption = .stored
-            } else {
-                unlink(source)
-                _ = touch(user: user, chunk: name)
-                adoption = .alreadyHeld
-            }
-        }
-        if let prefix {
-            // The chunk is in either way; without its marker the narrowed token is told it is missing
-            // when it names it, and uploads it once more.
-            do { try mark(user: user, prefix: prefix, chunk: name) } catch { logger.warning("chunk \(name): \(error)") }
-        }
-        clearDamaged(user: user, chunk: name)
-        return adoption
-    }
-
-    /// Where chunks' write-back is started, one after another, off the threads that answer requests.
-    private static let writeback = DispatchQueue(label: "sinki-chunk-writeback", qos: .utility)
-
-    /// Starts writing a new chunk's bytes to disk, later, on `writeback`.
-    static func startWriteback(of file: FileDescriptor, length: Int64) {
-        let fd = dup(file.raw)
-        guard fd >= 0 else { return }
-        writeback.async {
-            _ = sinki_start_writeback(fd, 0, length)
-            close(fd)
-        }
-    }
-
-    /// The folder the chunk `name` of `user` lives in, made when missing (with the user's folder).
-    func fanOut(user: String, chunk name: String) throws(SystemError) -> String {
+    /// A place for a chunk of `length` bytes in the user's current pack, to write it into as it
+    /// arrives. A narrowed token's bytes (`checked`) are hashed as they go.
+    func intake(user: String, chunk name: String, length: Int64, checked: Bool) throws -> ChunkIntake {
+        guard let raw = ContentID.rawHash(name) else { throw Problem(.badRequest, detail: "\(quoted(name)) is not a chunk name") }
         try prepare(user)
-        let folder = userFolder(user) + "/" + name.prefix(2)
-        if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw SystemError("mkdir", errno: errno, path: folder) }
-        return folder
+        return ChunkIntake(name: name, raw: raw, slot: try appender(user).reserve(length), hashed: checked)
     }
 
-    /// Gives an unnamed file holding a whole chunk (`DirectChunkWriter`) the chunk's name, under the
-    /// user's shared lock; when the user holds the chunk already at that size the file is simply let go
-    /// (and the chunk touched), at another size (a damaged copy) it replaces it. For a token narrowed to
-    /// `prefix` the caller has checked that the bytes hash to the name: they take the name, held or not,
-    /// and the token its marker, as in `adopt(source:…)`.
-    func adopt(anonymous file: FileDescriptor, length: Int64, user: String, chunk name: String, checkedFor prefix: String? = nil) throws -> Adoption {
+    /// Gives the chunks fully written into their slots their names, under the user's shared lock, in
+    /// one transaction of the index (`ChunkIndex.store`): a chunk held already at that size keeps its
+    /// bytes (the new ones are left unused, for repacking to drop) and is touched. A token narrowed
+    /// to `prefix` proves it has a chunk before it may name it: its bytes must hash to the name (then
+    /// they take the name, held or not, and the token its marker); those that do not are `refused`.
+    func arrive(_ intakes: [ChunkIntake], user: String, prefix: String?) throws -> [Adoption] {
+        precondition(intakes.allSatisfy(\.isWhole), "bug: naming a chunk whose bytes are not all in")
+        let prefixKey = prefix.map(Self.prefixKey)
+        var adoptions = [Adoption](repeating: .refused, count: intakes.count)
+        var arrivals: [ChunkIndex.Arrival] = []
+        var positions: [Int] = []
+        for (position, intake) in intakes.enumerated() {
+            if prefix != nil && !intake.hashesToName {
+                // A narrowed token's bytes count only when they hash to their name, checked whether or
+                // not the user holds the chunk: the answer (and its cost) is then the same either way, so
+                // the token learns nothing of content outside its prefix, and it cannot plant other bytes
+                // under a name the owner's devices will then never send (issue 24 items 1 and 2). A full
+                // token's bytes are taken as the chunk: receivers check every chunk and report damage.
+                logger.warning("chunk \(intake.name) of a narrowed token's upload is other bytes than its name says; dropped")
+                continue
+            }
+            arrivals.append(ChunkIndex.Arrival(name: intake.raw, pack: intake.slot.pack.id, offset: intake.slot.offset, size: intake.slot.length,
+                                               prefixKey: prefixKey))
+            positions.append(position)
+        }
+        guard !arrivals.isEmpty else { return adoptions }
         let lock = try lock(user, exclusive: false, create: true)
         defer { withExtendedLifetime(lock) {} }
-        let target = path(user: user, chunk: name)
-        if let prefix {
-            try replace(target, with: file)
-            do { try mark(user: user, prefix: prefix, chunk: name) } catch { logger.warning("chunk \(name): \(error)") }
-            clearDamaged(user: user, chunk: name)
-            return .stored
+        guard let index = try index(user, create: true) else { return adoptions }
+        let (outcomes, replaced) = try index.store(arrivals, now: Clock.now())
+        for (position, outcome) in zip(positions, outcomes) {
+            adoptions[position] = outcome == .stored ? .stored : .alreadyHeld
+            if outcome == .stored { intakes[position].slot.pack.startWriteback(intakes[position].slot.offset, intakes[position].slot.length) }
         }
-        if linkat(AT_FDCWD, "/proc/self/fd/\(file.raw)", AT_FDCWD, target, AT_SYMLINK_FOLLOW) == 0 {
-            clearDamaged(user: user, chunk: name)
-            return .stored
-        }
-        let code = errno
-        guard code == EEXIST else { throw SystemError("link", errno: code, path: target) }
-        if Self.held(target)?.size == length {
-            _ = touch(user: user, chunk: name)
-            return .alreadyHeld
-        }
-        // Another size: the held copy is damaged. The new bytes take its place (receivers check every chunk).
-        try replace(target, with: file)
-        logger.info("chunk \(name) held at another size replaced by an upload of \(length)")
-        clearDamaged(user: user, chunk: name)
-        return .stored
+        // Files of the layout before packs whose chunk now lives in a pack (a damaged copy replaced).
+        for name in replaced { unlink(LegacyLayout.path(folder: userFolder(user), name: Hex.encode(name))) }
+        return adoptions
     }
 
-    /// Names the unnamed `file` `target`, in place of whatever is there.
-    private func replace(_ target: String, with file: FileDescriptor) throws(SystemError) {
-        let replacement = target + ".new." + RandomID.hex(bytes: 8)
-        try syscall("link", path: replacement) { linkat(AT_FDCWD, "/proc/self/fd/\(file.raw)", AT_FDCWD, replacement, AT_SYMLINK_FOLLOW) }
-        do { try syscall("rename", path: target) { rename(replacement, target) } } catch {
-            unlink(replacement)
-            throw error
-        }
-    }
-
-    /// Leaves (or refreshes) the marker saying a token narrowed to `prefix` uploaded the chunk.
-    private func mark(user: String, prefix: String, chunk name: String) throws(SystemError) {
-        let marker = markerPath(user: user, prefix: prefix, chunk: name)
-        let fanOut = String(marker.dropLast(name.utf8.count + 1))
-        try makeDirectories(fanOut)
-        let file = try FileDescriptor.open(marker, flags: O_WRONLY | O_CREAT, mode: 0o600)
-        try syscall("futimens", path: marker) { futimens(file.raw, nil) }
-    }
-
-    /// Whether `length` bytes of `file` hash (SHA-256) to `name`.
-    static func hashes(_ file: FileDescriptor, length: Int64, to name: String) throws(SystemError) -> Bool {
-        let digest = Digest(.sha256)
+    /// Takes a finished chunk upload's file (`source`, `length` bytes) into the user's chunks under
+    /// `name`: its bytes copied into a pack (at most 2 MiB), then named as `arrive` does; the file is
+    /// the caller's to remove.
+    func adopt(source: String, length: Int64, user: String, chunk name: String, prefix: String?) throws -> Adoption {
+        let file = try FileDescriptor.open(source, flags: O_RDONLY)
+        let intake = try intake(user: user, chunk: name, length: length, checked: prefix != nil)
         let step = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: step, alignment: 16)
         defer { buffer.deallocate() }
@@ -339,6 +366,23 @@ public final class ChunkStore: Sendable {
         while offset < length {
             let want = Int(min(Int64(step), length - offset))
             let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
+            guard got > 0 else { throw SystemError("read", errno: EIO, path: "\(source): ends at \(offset) of \(length) bytes") }
+            try intake.write(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
+            offset += Int64(got)
+        }
+        return try arrive([intake], user: user, prefix: prefix)[0]
+    }
+
+    /// Whether `length` bytes of `file` from `offset` hash (SHA-256) to `name`.
+    static func hashes(_ file: FileDescriptor, at start: Int64 = 0, length: Int64, to name: String) throws(SystemError) -> Bool {
+        let digest = Digest(.sha256)
+        let step = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: step, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while offset < length {
+            let want = Int(min(Int64(step), length - offset))
+            let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: start + offset)
             if got == 0 { break }
             digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
             offset += Int64(got)
@@ -362,13 +406,11 @@ public final class ChunkStore: Sendable {
     func removeIfDamaged(user: String, chunk name: String) throws -> DamageCheck {
         guard let lock = try lock(user, exclusive: true) else { return .notHeld }
         defer { withExtendedLifetime(lock) {} }
-        let target = path(user: user, chunk: name)
-        guard let held = Self.held(target) else { return .notHeld }
-        let file = try FileDescriptor.open(target, flags: O_RDONLY)
-        if try Self.hashes(file, length: held.size, to: name) { return .intact }
-        // Noted first: from the moment it is gone, records naming it are answered incomplete.
-        try noteDamaged(user: user, chunk: name)
-        unlink(target)
+        guard let index = try index(user), let raw = ContentID.rawHash(name), let held = try index.entry(raw),
+              let opened = try open(user: user, chunk: name, entry: held) else { return .notHeld }
+        if try Self.hashes(opened.file, at: opened.entry.offset, length: opened.entry.size, to: name) { return .intact }
+        // Noted with the removal: from the moment it is gone, records naming it are answered incomplete.
+        if let removed = try index.removeDamaged(raw), removed.isFile { unlink(LegacyLayout.path(folder: userFolder(user), name: name)) }
         logger.warning("chunk \(name) of \(quoted(user)) was reported damaged and does not hash to its name; removed")
         return .removed
     }
@@ -380,88 +422,50 @@ public final class ChunkStore: Sendable {
         try FileManager.default.removeItem(atPath: folder)
         return true
     }
-
-    // MARK: Garbage collection
-
-    /// What the record store says a user's live records name: every chunk of their manifests, and the
-    /// highest change tag it looked at (records changed later come through a second look from there).
-    typealias References = @Sendable (_ user: String, _ after: Int64) throws -> ChunkReferences
-
-    /// Removes the chunks no live record names whose mtime is `grace` old or more, and markers as old,
-    /// for every user; returns how many chunks went. Safe against uploads and modifies at the same time
-    /// (see the type comment): the candidates are listed against what the records named, then, under
-    /// the user's exclusive lock, checked once more against the records committed since and the mtime.
-    func collect(references: References, now: Int64, grace: Int64) -> Int {
-        guard let users = try? FileDescriptor.open(directory, flags: O_RDONLY | O_DIRECTORY).listDirectory().names else { return 0 }
-        var removed = 0
-        for key in users where Self.isName(key) {
-            let folder = directory + "/" + key
-            guard let bytes = try? FileDescriptor.open(folder + "/user", flags: O_RDONLY).readAll(),
-                  let user = String(validating: bytes, as: UTF8.self), Self.key(user) == key else { continue }
-            do {
-                removed += try collect(user: user, references: references, now: now, grace: grace)
-            } catch {
-                logger.warning("chunk collection of \(quoted(user)): \(error)")
-            }
-            removeMarkers(folder + "/scoped", olderThan: now - grace)
-        }
-        return removed
-    }
-
-    private func collect(user: String, references: References, now: Int64, grace: Int64) throws -> Int {
-        var referenced = try references(user, 0)
-        let folder = userFolder(user)
-        var candidates: [String] = []
-        for fanOut in try FileDescriptor.open(folder, flags: O_RDONLY | O_DIRECTORY).listDirectory().names where fanOut.utf8.count == 2 {
-            guard let names = try? FileDescriptor.open(folder + "/" + fanOut, flags: O_RDONLY | O_DIRECTORY).listDirectory().names else { continue }
-            for name in names where Self.isName(name) && name.hasPrefix(fanOut) && !referenced.names.contains(name) {
-                if let held = Self.held(folder + "/" + fanOut + "/" + name), held.modified + grace <= now { candidates.append(name) }
-            }
-        }
-        var removed = 0
-        var start = 0
-        while start < candidates.count {
-            let batch = candidates[start..<min(candidates.count, start + Self.deletionsPerLock)]
-            start = batch.endIndex
-            let hook = collectionHook.withLock { $0 }
-            hook?(.beforeLocking, user)
-            guard let lock = try lock(user, exclusive: true) else { break }
-            defer { withExtendedLifetime(lock) {} }
-            hook?(.locked, user)
-            // Records committed since the first look may name a candidate: every modify that checked one
-            // has committed by now (it held the shared lock until then), and none can check one until this
-            // lock is released, when it will find the chunk gone.
-            let later = try references(user, referenced.head)
-            referenced.names.formUnion(later.names)
-            referenced.head = max(referenced.head, later.head)
-            for name in batch where !referenced.names.contains(name) {
-                let target = path(user: user, chunk: name)
-                // Touched (uploaded again, found present) since it was listed: kept.
-                guard let held = Self.held(target), held.modified + grace <= now else { continue }
-                if unlink(target) == 0 { removed += 1 }
-            }
-        }
-        removeDamagedMarkers(user: user, referenced: referenced.names)
-        return removed
-    }
-
-    /// Markers of narrowed tokens' uploads older than `cutoff`.
-    private func removeMarkers(_ scoped: String, olderThan cutoff: Int64) {
-        guard let prefixes = try? FileDescriptor.open(scoped, flags: O_RDONLY | O_DIRECTORY).listDirectory().names else { return }
-        for prefix in prefixes {
-            let prefixFolder = scoped + "/" + prefix
-            for fanOut in (try? FileDescriptor.open(prefixFolder, flags: O_RDONLY | O_DIRECTORY).listDirectory().names) ?? [] {
-                let fanOutFolder = prefixFolder + "/" + fanOut
-                for name in (try? FileDescriptor.open(fanOutFolder, flags: O_RDONLY | O_DIRECTORY).listDirectory().names) ?? [] {
-                    let marker = fanOutFolder + "/" + name
-                    if let held = Self.held(marker), held.modified < cutoff { unlink(marker) }
-                }
-            }
-        }
-    }
 }
 
-/// `UTIME_OMIT` and `UTIME_NOW` of <sys/stat.h> (utimensat: leave a time alone, set it to now), macros
-/// Glibc's Swift module does not export.
-private let utimeOmit = (1 << 30) - 2
-private let utimeNow = (1 << 30) - 1
+/// A held chunk's file (its pack, or its own file in the layout before packs), open, and where its
+/// bytes are in it.
+struct OpenChunk {
+    let file: FileDescriptor
+    let entry: ChunkIndex.Entry
+}
+
+/// One chunk's bytes on their way into a pack (a frame of a batch, a whole chunk in a tus creation, a
+/// finished tus upload): written into its slot as they come, hashed when they must be checked.
+/// Confined to the thread of its request.
+final class ChunkIntake {
+    let name: String
+    let raw: [UInt8]
+    let slot: PackSlot
+    private let digest: Digest?
+    private(set) var received: Int64 = 0
+    private var hashed: Bool?
+
+    init(name: String, raw: [UInt8], slot: PackSlot, hashed: Bool) {
+        self.name = name
+        self.raw = raw
+        self.slot = slot
+        digest = hashed ? Digest(.sha256) : nil
+    }
+
+    /// The next bytes of the chunk.
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        guard received + Int64(bytes.count) <= slot.length else {
+            throw Problem(.tooLarge, detail: "chunk \(name) goes past its length of \(slot.length) bytes")
+        }
+        try slot.write(bytes, at: received)
+        digest?.update(bytes)
+        received += Int64(bytes.count)
+    }
+
+    var isWhole: Bool { received == slot.length }
+
+    /// Whether the bytes hash to the name (only known when hashed as they came).
+    var hashesToName: Bool {
+        if let hashed { return hashed }
+        let result = digest.map { $0.finishHex() == name } ?? false
+        hashed = result
+        return result
+    }
+}

@@ -1,4 +1,3 @@
-import Glibc
 import SinkiRecord
 import SinkiSupport
 
@@ -6,28 +5,14 @@ import SinkiSupport
 /// manifest names one is `incomplete` whenever the server hands it out, so that a device holding the
 /// content sends it again and the others wait for that version instead of failing to fetch it.
 ///
-/// On disk, beside the chunks: `KEY/damaged/HASH`, an empty marker per chunk removed, made before the
-/// chunk goes and removed when a chunk of that name is stored again (or by garbage collection once no
-/// live record names it). Shared by every server on the chunks folder, as the chunks are.
+/// Kept in the user's index (`ChunkIndex`, table `damaged`), noted in the transaction that removes the
+/// chunk and cleared by the one that stores a chunk of that name again (or by garbage collection once
+/// no live record names it). Shared by every server on the chunks folder, as the chunks are.
 extension ChunkStore {
-    private func damagedFolder(_ user: String) -> String { userFolder(user) + "/damaged" }
-
-    /// The chunk is about to be removed as damaged.
-    func noteDamaged(user: String, chunk name: String) throws(SystemError) {
-        let folder = damagedFolder(user)
-        if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw SystemError("mkdir", errno: errno, path: folder) }
-        _ = try FileDescriptor.open(folder + "/" + name, flags: O_WRONLY | O_CREAT, mode: 0o600)
-    }
-
-    /// Bytes of that name are the user's chunk again.
-    func clearDamaged(user: String, chunk name: String) {
-        unlink(damagedFolder(user) + "/" + name)
-    }
-
     /// The chunks of `user` removed as damaged and not stored since.
     func damaged(user: String) -> Set<String> {
-        guard let names = try? FileDescriptor.open(damagedFolder(user), flags: O_RDONLY | O_DIRECTORY).listDirectory().names else { return [] }
-        return Set(names.filter(Self.isName))
+        guard let index = try? index(user), let names = try? index.damaged() else { return [] }
+        return Set(names.map { Hex.encode($0) })
     }
 
     /// Marks the records whose manifests name a chunk removed as damaged: one look at the user's
@@ -43,7 +28,7 @@ extension ChunkStore {
 
     /// Garbage collection: markers of chunks no live record names (a record never names a chunk the
     /// user does not hold, so none will) go.
-    func removeDamagedMarkers(user: String, referenced: Set<String>) {
-        for name in damaged(user: user) where !referenced.contains(name) { clearDamaged(user: user, chunk: name) }
+    func removeDamagedMarkers(_ index: ChunkIndex, referenced: Set<String>) throws {
+        try index.clearDamaged(try index.damaged().filter { !referenced.contains(Hex.encode($0)) })
     }
 }

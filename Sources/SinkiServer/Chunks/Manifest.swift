@@ -38,22 +38,27 @@ extension Record {
     var pageBytes: Int { (data?.count ?? 0) + (asset?.chunks?.count ?? 0) * ManifestCoding.entryBytes + xattrs.totalBytes }
 }
 
-/// A manifest asset's bytes from `first` on, read from the user's chunk files in order as
-/// libmicrohttpd sends them: one chunk file open at a time, nothing assembled. A chunk that is gone or
-/// of another size than the manifest says ends the answer mid-body (the client asks again, by Range).
+/// A manifest asset's bytes from `first` on, read from the packs (or files) holding its chunks, in
+/// order, as libmicrohttpd sends them: one file open at a time, nothing assembled. A chunk that is gone
+/// or of another size than the manifest says ends the answer mid-body (the client asks again, by Range).
 final class ManifestReader: ContentSource {
     private let chunks: ChunkStore
     private let user: String
     private let manifest: [ChunkRef]
+    /// Where each chunk was when the answer began (looked up again if it moved since).
+    private var entries: [ChunkIndex.Entry]
     /// Where each chunk starts in the file.
     private let starts: [Int64]
     private let first: Int64
-    private var open: (index: Int, file: FileDescriptor)?
+    /// The file of the chunk being read, and the place of its bytes.
+    private var open: (index: Int, file: FileDescriptor, at: Int64)?
 
-    init(chunks: ChunkStore, user: String, manifest: [ChunkRef], from first: Int64) {
+    init(chunks: ChunkStore, user: String, manifest: [ChunkRef], entries: [ChunkIndex.Entry], from first: Int64) {
+        precondition(entries.count == manifest.count, "bug: a manifest reader without an entry per chunk")
         self.chunks = chunks
         self.user = user
         self.manifest = manifest
+        self.entries = entries
         var starts: [Int64] = []
         starts.reserveCapacity(manifest.count)
         var offset: Int64 = 0
@@ -82,18 +87,19 @@ final class ManifestReader: ContentSource {
         let chunk = manifest[index]
         if open?.index != index {
             open = nil
-            let path = chunks.path(user: user, chunk: chunk.sha256)
-            let file = try FileDescriptor.open(path, flags: O_RDONLY)
-            let size = try file.stat().size
-            guard size == chunk.size else {
-                throw SystemError("read", errno: EIO, path: "\(path): \(size) bytes, the manifest says \(chunk.size)")
+            guard let opened = try chunks.open(user: user, chunk: chunk.sha256, entry: entries[index]) else {
+                throw SystemError("open", errno: ENOENT, path: "chunk \(chunk.sha256) of \(quoted(user))")
             }
-            open = (index, file)
+            guard opened.entry.size == chunk.size else {
+                throw SystemError("read", errno: EIO, path: "chunk \(chunk.sha256): \(opened.entry.size) bytes, the manifest says \(chunk.size)")
+            }
+            entries[index] = opened.entry
+            open = (index, opened.file, opened.entry.offset)
         }
         let within = position - starts[index]
         let want = Int(min(Int64(buffer.count), chunk.size - within))
-        let got = try open!.file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: within)
-        guard got == want else { throw SystemError("read", errno: EIO, path: "\(open!.file.path): short at \(within)") }
+        let got = try open!.file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: open!.at + within)
+        guard got == want else { throw SystemError("read", errno: EIO, path: "\(open!.file.path): short at \(open!.at + within)") }
         return got
     }
 }

@@ -108,7 +108,7 @@ struct ModifyRoute: Route {
         var newestChange: Int64 = 0
         for index in manifests {
             let record = checked[index].record
-            let (missing, newest) = chunks.absent(record.asset?.chunks ?? [], user: user, prefix: request.scopePrefix)
+            let (missing, newest) = try chunks.absent(record.asset?.chunks ?? [], user: user, prefix: request.scopePrefix)
             guard !missing.isEmpty else {
                 newestChange = max(newestChange, newest)
                 continue

@@ -3,7 +3,7 @@ import SinkiRecord
 import SinkiSupport
 
 /// `GET /v1/assets/ID`: a finished upload's bytes, served from its file by libmicrohttpd, or a manifest
-/// asset's (`ID` its hash, named by a live record of the user) read from its chunk files in order; with
+/// asset's (`ID` its hash, named by a live record of the user) read from its chunks in order; with
 /// a single `Range` for resumed downloads (206, or 416 outside the asset).
 struct AssetRoute: Route {
     let store: UploadStore
@@ -37,18 +37,23 @@ struct AssetRoute: Route {
         }
         let size = manifest.reduce(Int64(0)) { $0 + $1.size }
         let range = try Self.range(request, size: size, etag: id)
+        let held = try chunks.entries(user: user, manifest.map(\.sha256))
         var start: Int64 = 0
         var missing: [String] = []
-        for chunk in manifest {
+        var entries: [ChunkIndex.Entry] = []
+        entries.reserveCapacity(manifest.count)
+        for (chunk, entry) in zip(manifest, held) {
             defer { start += chunk.size }
+            // Outside the range, a chunk is never read: any entry holds its place.
+            entries.append(entry ?? ChunkIndex.Entry(pack: "", offset: 0, size: chunk.size, stored: 0, touched: 0))
             guard start + chunk.size > range.first, start < range.first + range.length else { continue }
-            if chunks.held(user: user, chunk: chunk.sha256)?.size != chunk.size { missing.append(chunk.sha256) }
+            if entry?.size != chunk.size { missing.append(chunk.sha256) }
         }
         guard missing.isEmpty else {
             throw Problem(.chunksMissing, detail: "asset \(id) names \(missing.count) chunk(s) the server does not hold: "
                           + missing.prefix(16).joined(separator: ", ") + (missing.count > 16 ? ", …" : ""))
         }
-        let reader = ManifestReader(chunks: chunks, user: user, manifest: manifest, from: range.first)
+        let reader = ManifestReader(chunks: chunks, user: user, manifest: manifest, entries: entries, from: range.first)
         return .response(Response(status: range.status, contentType: "application/octet-stream", headers: range.headers,
                                   body: .stream(reader, length: range.length)))
     }

@@ -19,8 +19,8 @@ import Synchronization
 ///   `ID.info.tmp.PID`, then renamed over.
 ///
 /// A chunk upload (`Upload-Metadata` key `chunk`) is an upload like any other until its last byte:
-/// then `ID.bin` is renamed into the user's chunks (`ChunkStore`; dropped when the chunk is held
-/// already) and `ID.info` goes, so its id answers 404 from then on. It gets no SHA-256 of its own.
+/// then `ID.bin` is copied into the user's current pack (`ChunkStore`; left unused when the chunk is
+/// held already) and `ID.info` goes, so its id answers 404 from then on. It gets no SHA-256 of its own.
 ///
 /// Data is not fsynced per PATCH (a crash costs the client a resend from the offset HEAD gives); a
 /// finished upload's data and info are fsynced before the request that finished it is answered, so an
@@ -649,7 +649,7 @@ final class ChunkWriter: BodySink {
             info.touchedAt = Clock.now()
             state.hashedTo = info.offset
             if info.isFinished, let name = info.chunk {
-                // The chunk's bytes go to the user's chunks (a rename), and the upload is done with.
+                // The chunk's bytes are copied into the user's current pack, and the upload is done with.
                 let adoption: ChunkStore.Adoption
                 do {
                     adoption = try store.chunks.adopt(source: store.dataPath(upload.id), length: info.offset, user: upload.user,

@@ -40,8 +40,6 @@ import Testing
         for file in [named, replaced, deleted, never, version2] {
             for name in file.names { fixture.age(user: "alice", name, seconds: Self.twoDays) }
         }
-        let markers = fixture.chunksDirectory + "/" + Digest.sha256Hex(Array("alice".utf8)) + "/scoped"
-        ageFiles(under: markers, seconds: Self.twoDays)
         // Another user's chunks are theirs to keep.
         let bob = try fixture.issue(user: "bob")
         let bobs = ChunkedFile.random([8000])
@@ -59,8 +57,7 @@ import Testing
         // Only chunks go: the records, and what they name, are whole.
         #expect(try fixture.request("GET", Routes.assets + named.hash, token: alice.secret).body == named.bytes)
         // The narrowed token's markers went with their grace: it uploads again before it names them.
-        let left = FileManager.default.enumerator(atPath: markers)?.allObjects.compactMap { $0 as? String }.filter { $0.split(separator: "/").count == 3 } ?? []
-        #expect(left.isEmpty, "markers left: \(left)")
+        #expect(fixture.heldChunks(user: "alice").markers == 0, "markers left")
         // A second pass finds nothing more.
         #expect(fixture.server.purgeNow()?.chunks == 0)
     }
@@ -203,12 +200,8 @@ import Testing
         try one.uploadChunks(of: named, token: alice.secret)
         try one.uploadChunks(of: unnamed, token: alice.secret)
         #expect(try two.modify([named.record("S/big")], token: alice.secret).map(\.status) == [.saved])
-        let folder = shared.child("chunks") + "/" + Digest.sha256Hex(Array("alice".utf8))
-        for name in named.names + unnamed.names {
-            var times = [timespec(tv_sec: time_t(Clock.now() / 1_000_000_000 - Int64(Self.twoDays)), tv_nsec: 0)]
-            times.append(times[0])
-            utimensat(AT_FDCWD, folder + "/" + name.prefix(2) + "/" + name, &times, 0)
-        }
+        let held = ServerChunks(shared.child("chunks"), user: "alice")
+        for name in named.names + unnamed.names { try held.age(name, seconds: Self.twoDays) }
         #expect(one.server.purgeNow()?.chunks == 1)
         #expect(two.server.purgeNow()?.chunks == 0)
         #expect(try one.request("GET", Routes.assets + named.hash, token: alice.secret).body == named.bytes)

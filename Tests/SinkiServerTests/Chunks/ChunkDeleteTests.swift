@@ -22,7 +22,7 @@ import Testing
         #expect(try fixture.uploadChunk(damaged).status == 201)
         var changed = damaged
         changed[5_000] ^= 0xff
-        try Data(changed).write(to: URL(fileURLWithPath: fixture.chunkPath(name)))
+        try fixture.heldChunks().overwrite(name, with: changed)
         #expect(try fixture.request("DELETE", Routes.chunks + name).status == 204)
         #expect(fixture.heldChunk(name) == nil)
         #expect(try fixture.request("GET", Routes.chunks + name).status == 404)
@@ -48,7 +48,7 @@ import Testing
         #expect(!before.records.contains { $0.incomplete })
 
         let damaged = file.names[1]
-        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: fixture.chunkPath(damaged)))
+        try fixture.heldChunks().overwrite(damaged, with: [1, 2, 3])
         #expect(try fixture.request("DELETE", Routes.chunks + damaged).status == 204)
         // Both records naming it come again, flagged, their content as it was; the other does not.
         let after = try fixture.changes(since: before.token)

@@ -63,7 +63,7 @@ import Testing
         try fixture.uploadChunks(of: file)
         #expect(try fixture.modify([file.record("G/big.bin")]).map(\.status) == [.saved])
         // Damaged, reported and removed: the record names it still, until a writer uploads it again.
-        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: fixture.chunkPath(file.names[1])))
+        try fixture.heldChunks().overwrite(file.names[1], with: [1, 2, 3])
         #expect(try fixture.request("DELETE", Routes.chunks + file.names[1]).status == 204)
         let response = try fixture.request("GET", Routes.assets + file.hash)
         #expect(response.status == 409)

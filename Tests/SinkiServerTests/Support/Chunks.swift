@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Testing
 import SinkiRecord
 @testable import SinkiServer
 import SinkiSupport
@@ -42,25 +43,14 @@ func chunkMetadata(_ name: String) -> (String, String) { ("Upload-Metadata", "\(
 extension ServerFixture {
     var chunksDirectory: String { directory.child("data") + "/chunks" }
 
-    /// Where the server keeps `user`'s chunk `name`.
-    func chunkPath(user: String = "default", _ name: String) -> String {
-        chunksDirectory + "/" + Digest.sha256Hex(Array(user.utf8)) + "/" + name.prefix(2) + "/" + name
-    }
+    /// What the server holds of `user`'s chunks, read from its folder.
+    func heldChunks(user: String = "default") -> ServerChunks { ServerChunks(chunksDirectory, user: user) }
 
     /// The chunk's bytes as the server holds them; nil when it does not.
-    func heldChunk(user: String = "default", _ name: String) -> [UInt8]? {
-        FileManager.default.contents(atPath: chunkPath(user: user, name)).map { Array($0) }
-    }
+    func heldChunk(user: String = "default", _ name: String) -> [UInt8]? { heldChunks(user: user).bytes(name) }
 
-    /// Every chunk file `user` holds, by name.
-    func heldChunkNames(user: String = "default") -> Set<String> {
-        let folder = chunksDirectory + "/" + Digest.sha256Hex(Array(user.utf8))
-        var names = Set<String>()
-        for fanOut in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where fanOut.count == 2 {
-            for name in (try? FileManager.default.contentsOfDirectory(atPath: folder + "/" + fanOut)) ?? [] { names.insert(name) }
-        }
-        return names
-    }
+    /// Every chunk `user` holds, by name.
+    func heldChunkNames(user: String = "default") -> Set<String> { heldChunks(user: user).names }
 
     /// One chunk upload by creation-with-upload, under `name` (its SHA-256 unless told otherwise).
     func uploadChunk(_ bytes: [UInt8], name: String? = nil, token: String? = nil, headers: [(String, String)] = []) throws -> TestResponse {
@@ -90,27 +80,15 @@ extension ServerFixture {
         try waitUntilSync("the retention pass at start") { server.retentionPasses >= 1 }
     }
 
-    /// Sets a held chunk's mtime `seconds` into the past, as if uploaded that long ago.
+    /// Sets when a held chunk was last stored or found present `seconds` into the past, as if uploaded
+    /// that long ago (and a narrowed token's marker of it).
     func age(user: String = "default", _ name: String, seconds: Int) {
-        let then = Clock.now() / 1_000_000_000 - Int64(seconds)
-        var times = [timespec(tv_sec: time_t(then), tv_nsec: 0), timespec(tv_sec: time_t(then), tv_nsec: 0)]
-        utimensat(AT_FDCWD, chunkPath(user: user, name), &times, 0)
+        do { try heldChunks(user: user).age(name, seconds: seconds) } catch { Issue.record("aging chunk \(name): \(error)") }
     }
 
-    /// A held chunk's mtime, seconds since the epoch.
+    /// When a held chunk was last stored or found present, seconds since the epoch.
     func chunkModified(user: String = "default", _ name: String) -> Int64? {
-        var info = stat()
-        guard stat(chunkPath(user: user, name), &info) == 0 else { return nil }
-        return Int64(info.st_mtim.tv_sec)
-    }
-}
-
-/// Sets the mtime of every file below `path` `seconds` into the past.
-func ageFiles(under path: String, seconds: Int) {
-    let then = timespec(tv_sec: time_t(Clock.now() / 1_000_000_000 - Int64(seconds)), tv_nsec: 0)
-    for case let relative as String in FileManager.default.enumerator(atPath: path)?.allObjects ?? [] {
-        var times = [then, then]
-        utimensat(AT_FDCWD, path + "/" + relative, &times, 0)
+        heldChunks(user: user).chunks[name].map { $0.touched / 1_000_000_000 }
     }
 }
 
