@@ -359,23 +359,21 @@ public final class ChunkStore: Sendable {
     func adopt(source: String, length: Int64, user: String, chunk name: String, prefix: String?) throws -> Adoption {
         let file = try FileDescriptor.open(source, flags: O_RDONLY)
         let intake = try intake(user: user, chunk: name, length: length, checked: prefix != nil)
-        let step = 1 << 20
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: step, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset: Int64 = 0
-        while offset < length {
-            let want = Int(min(Int64(step), length - offset))
-            let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
-            guard got > 0 else { throw SystemError("read", errno: EIO, path: "\(source): ends at \(offset) of \(length) bytes") }
-            try intake.write(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
-            offset += Int64(got)
-        }
+        let read = try Self.forEachPiece(of: file, at: 0, length: length) { piece in try intake.write(piece) }
+        guard read == length else { throw SystemError("read", errno: EIO, path: "\(source): ends at \(read) of \(length) bytes") }
         return try arrive([intake], user: user, prefix: prefix)[0]
     }
 
-    /// Whether `length` bytes of `file` from `offset` hash (SHA-256) to `name`.
-    static func hashes(_ file: FileDescriptor, at start: Int64 = 0, length: Int64, to name: String) throws(SystemError) -> Bool {
+    /// Whether `length` bytes of `file` from `start` hash (SHA-256) to `name`.
+    static func hashes(_ file: FileDescriptor, at start: Int64 = 0, length: Int64, to name: String) throws -> Bool {
         let digest = Digest(.sha256)
+        let read = try forEachPiece(of: file, at: start, length: length) { piece in digest.update(piece) }
+        return read == length && digest.finishHex() == name
+    }
+
+    /// Reads `length` bytes of `file` from `start`, a MiB at a time, handing each piece to `body`;
+    /// returns how many there were (fewer when the file ends first).
+    static func forEachPiece(of file: FileDescriptor, at start: Int64, length: Int64, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Int64 {
         let step = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: step, alignment: 16)
         defer { buffer.deallocate() }
@@ -384,10 +382,10 @@ public final class ChunkStore: Sendable {
             let want = Int(min(Int64(step), length - offset))
             let got = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: start + offset)
             if got == 0 { break }
-            digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
+            try body(UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
             offset += Int64(got)
         }
-        return offset == length && digest.finishHex() == name
+        return offset
     }
 
     // MARK: Removing chunks
