@@ -148,13 +148,19 @@ extension ChunkStore {
                         break copying
                     }
                     let name = Hex.encode(row.name)
-                    guard let bytes = read(user: user, name: name, from: source, offset: row.offset, size: row.size) else {
-                        // Unreadable here (short, gone): left where it is, and its pack with it.
+                    guard let file = sourceFile(user: user, name: name, source: source) else {
+                        // Gone here: left where it is, and its pack with it.
                         whole = false
                         continue
                     }
                     let slot = try output.reserve(row.size)
-                    try bytes.withUnsafeBytes { buffer in try slot.write(buffer, at: 0) }
+                    let copy = ChunkIntake(name: name, raw: row.name, slot: slot, hashed: false)
+                    _ = try? Self.forEachPiece(of: file, at: row.offset, length: row.size) { piece in try copy.write(piece) }
+                    guard copy.isWhole else {
+                        // Unreadable here (short): left where it is, and its pack with it; the slot stays unused.
+                        whole = false
+                        continue
+                    }
                     if written.last !== slot.pack { written.append(slot.pack) }
                     moves.append(ChunkIndex.Move(name: row.name, from: (source.id, row.offset), to: (slot.pack.id, slot.offset)))
                     budget -= row.size
@@ -187,26 +193,10 @@ extension ChunkStore {
         return done
     }
 
-    /// A chunk's bytes from the source being repacked; nil when they cannot all be read.
-    private func read(user: String, name: String, from source: Source, offset: Int64, size: Int64) -> [UInt8]? {
-        let file: FileDescriptor
-        if let held = source.file {
-            file = held
-        } else {
-            guard let own = try? FileDescriptor.open(LegacyLayout.path(folder: userFolder(user), name: name), flags: O_RDONLY) else { return nil }
-            file = own
-        }
-        var bytes = [UInt8](repeating: 0, count: Int(size))
-        let complete = bytes.withUnsafeMutableBytes { buffer -> Bool in
-            var done = 0
-            while done < buffer.count {
-                guard let got = try? file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]), at: offset + Int64(done)), got > 0 else {
-                    return false
-                }
-                done += got
-            }
-            return true
-        }
-        return complete ? bytes : nil
+    /// The file holding a chunk of the source being repacked: the pack, or the chunk's own file; nil
+    /// when that is gone.
+    private func sourceFile(user: String, name: String, source: Source) -> FileDescriptor? {
+        if let pack = source.file { return pack }
+        return try? FileDescriptor.open(LegacyLayout.path(folder: userFolder(user), name: name), flags: O_RDONLY)
     }
 }

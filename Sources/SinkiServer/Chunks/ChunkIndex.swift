@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import SinkiRecord
 import SinkiSupport
@@ -268,33 +269,6 @@ final class ChunkIndex: Sendable {
             }
         }
     }
-
-    // MARK: For tests
-
-    /// Sets the chunk's `touched` (and `stored`, and its marker's) back to `time`.
-    func backdate(_ name: [UInt8], to time: Int64) throws {
-        try with { database in
-            try database.run("UPDATE chunks SET touched = ?, stored = MIN(stored, ?) WHERE name = ?", time, time, name)
-            try database.run("UPDATE scoped SET touched = ? WHERE name = ?", time, name)
-        }
-    }
-
-    /// Every entry, by name.
-    func all() throws -> [String: Entry] {
-        try with { database in
-            var entries: [String: Entry] = [:]
-            try database.query("SELECT name, pack, offset, size, stored, touched FROM chunks") { row in
-                entries[Hex.encode(row.blob(0))] = Entry(pack: row.text(1), offset: row.int64(2), size: row.int64(3),
-                                                               stored: row.int64(4), touched: row.int64(5))
-            }
-            return entries
-        }
-    }
-
-    /// How many narrowed-token markers there are.
-    func markerCount() throws -> Int {
-        try with { database in Int(try database.scalar("SELECT COUNT(*) FROM scoped") ?? 0) }
-    }
 }
 
 /// The layout of a user's chunks before packs (one file each: `XX/HASH`, markers as empty files under
@@ -306,7 +280,7 @@ enum LegacyLayout {
             for name in names(in: folder + "/" + fanOut) where ChunkStore.isName(name) && name.hasPrefix(fanOut) {
                 guard let held = stat(folder + "/" + fanOut + "/" + name), let raw = ContentID.rawHash(name) else { continue }
                 try database.run("INSERT OR IGNORE INTO chunks(name, pack, offset, size, stored, touched) VALUES (?, '', 0, ?, ?, ?)",
-                                 raw, held.size, held.changed, held.modified)
+                                 raw, held.size, held.ctime, held.mtime)
             }
         }
         for prefix in names(in: folder + "/scoped") {
@@ -314,7 +288,7 @@ enum LegacyLayout {
             for fanOut in names(in: folder + "/scoped/" + prefix) {
                 for name in names(in: folder + "/scoped/" + prefix + "/" + fanOut) {
                     guard let raw = ContentID.rawHash(name), let held = stat(folder + "/scoped/" + prefix + "/" + fanOut + "/" + name) else { continue }
-                    try database.run("INSERT OR REPLACE INTO scoped(prefix, name, touched) VALUES (?, ?, ?)", prefixKey, raw, held.modified)
+                    try database.run("INSERT OR REPLACE INTO scoped(prefix, name, touched) VALUES (?, ?, ?)", prefixKey, raw, held.mtime)
                 }
             }
         }
@@ -326,7 +300,7 @@ enum LegacyLayout {
 
     /// The marker folders, once their rows are committed.
     static func removeMarkers(folder: String) {
-        for marker in ["/scoped", "/damaged"] { removeTree(folder + marker) }
+        for marker in ["/scoped", "/damaged"] { try? FileManager.default.removeItem(atPath: folder + marker) }
     }
 
     /// Where the chunk `name` lives as a file of its own.
@@ -336,23 +310,11 @@ enum LegacyLayout {
         (try? FileDescriptor.open(folder, flags: O_RDONLY | O_DIRECTORY).listDirectory().names) ?? []
     }
 
-    /// What `lstat` says of a regular file: its size and times in nanoseconds; nil for anything else.
-    static func stat(_ path: String) -> (size: Int64, modified: Int64, changed: Int64)? {
+    /// What `lstat` says of a regular file; nil for anything else.
+    static func stat(_ path: String) -> FileStat? {
         var info = Glibc.stat()
-        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
-        return (Int64(info.st_size), Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
-                Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
-    }
-
-    /// `rm -r` of a folder of folders and files.
-    static func removeTree(_ path: String) {
-        var info = Glibc.stat()
-        guard lstat(path, &info) == 0 else { return }
-        if info.st_mode & S_IFMT == S_IFDIR {
-            for name in names(in: path) { removeTree(path + "/" + name) }
-            rmdir(path)
-        } else {
-            unlink(path)
-        }
+        guard lstat(path, &info) == 0 else { return nil }
+        let found = FileStat(info)
+        return found.kind == .file ? found : nil
     }
 }
