@@ -8,8 +8,11 @@ public struct WaitTimeout: Error, CustomStringConvertible {
 }
 
 /// Polls `condition` every `interval` seconds until it holds or `timeout` passes; throws WaitTimeout.
-/// Tests wait on conditions with a deadline, never on a bare sleep.
-public func waitUntil(_ what: String, timeout: Double = 10, interval: Double = 0.02,
+/// Tests wait on conditions with a deadline, never on a bare sleep. The default deadline is long: a
+/// passing test never waits it out, and on a loaded CI machine one `fsync` of a new SQLite file can
+/// wait seconds behind the rest of the suite's writes (a chunk server's first chunk of a user missed
+/// a 10 s deadline so).
+public func waitUntil(_ what: String, timeout: Double = 30, interval: Double = 0.02,
                       _ condition: () async throws -> Bool) async throws {
     let deadline = Date().addingTimeInterval(timeout)
     while true {
@@ -20,7 +23,7 @@ public func waitUntil(_ what: String, timeout: Double = 10, interval: Double = 0
 }
 
 /// Polls a synchronous condition (for code without async); throws WaitTimeout.
-public func waitUntilSync(_ what: String, timeout: Double = 10, interval: Double = 0.02, _ condition: () throws -> Bool) throws {
+public func waitUntilSync(_ what: String, timeout: Double = 30, interval: Double = 0.02, _ condition: () throws -> Bool) throws {
     let deadline = Date().addingTimeInterval(timeout)
     while true {
         if try condition() { return }
