@@ -1,3 +1,4 @@
+import Glibc
 import SinkiLoop
 import SinkiControl
 import SinkiRecord
@@ -117,13 +118,16 @@ extension Agent {
     // MARK: Downloads
 
     /// The download of `fetch`'s bytes: the one already running for the same content (another page,
-    /// a push's conflict, a retry), or a new one. Two downloads of one content would share one partial
-    /// file and pull it from under each other.
+    /// a push's conflict, a retry, another path with the same bytes), or a new one, unless one that
+    /// ended has left the content waiting. Two downloads of one content would share one partial file
+    /// and pull it from under each other; a download leaves the shared ones only once its file is
+    /// under its final name.
     func sharedDownload(_ fetch: ContentFetch) -> Task<ApplyFailure?, any Error> {
         let name = fetch.asset?.sha256 ?? fetch.path
         if let running = transfers.downloading[name] { return running }
         let task = Task { () -> ApplyFailure? in
             defer { self.transfers.downloading[name] = nil }
+            if let asset = fetch.asset, await self.replica?.hasDownload(asset) == true { return nil }
             return try await self.download(fetch)
         }
         transfers.downloading[name] = task
@@ -134,7 +138,7 @@ extension Agent {
     /// against its size and SHA-256; a mismatch is downloaded again, never kept. Returns why it failed
     /// after its last attempt; throws when the server is out of reach or the agent stops.
     private func download(_ fetch: ContentFetch) async throws -> ApplyFailure? {
-        guard let asset = fetch.asset, let partialPath = fetch.partialPath else { return nil }
+        guard let asset = fetch.asset, let partialPath = fetch.partialPath, let finalPath = fetch.finalPath else { return nil }
         if asset.isManifest { return try await rebuild(fetch, asset) }
         guard let client = tusClient() else { throw CancellationError() }
         let key = TransferBook.Key.of(.download, fetch.path)
@@ -148,6 +152,10 @@ extension Agent {
                 // A resumed download's total is what was left to fetch.
                 self.assumeIsolated { $0.transfers.progress(key, done: total > 0 ? size - total + done : done) }
             })
+            // Checked whole: under its final name before this download ends (as a manifest's assembler does).
+            if rename(partialPath, finalPath) != 0 {
+                return ApplyFailure.from(SystemError("rename", errno: errno, path: partialPath))
+            }
             logger.debug("downloaded \(quoted(fetch.path)): \(size) bytes, \(received) received now")
             // An earlier failure of this path is over (a later version came whole).
             transfers.failed[key] = nil

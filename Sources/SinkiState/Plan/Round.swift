@@ -16,6 +16,10 @@ public struct ContentFetch: Sendable, Equatable {
     public var asset: Asset?
     /// Where an asset's bytes go while they arrive (a later try goes on from what it holds).
     public var partialPath: String?
+    /// Where the checked download waits for its write once whole: the download (every path of its
+    /// content at once) puts it there before it ends, so that a later download of the same content
+    /// finds it there and never meets a half-built file of another.
+    public var finalPath: String?
 }
 
 /// What the agent may hand out in a round.

@@ -77,22 +77,25 @@ extension Replica {
             if current { scheduler.failures.fail(fetch.path, .down, failure, row: row) }
             return
         }
-        guard let asset = fetch.asset, let partial = fetch.partialPath else { return }
+        guard let asset = fetch.asset else { return }
+        // The download put its file under the final name before it ended. A partial file there now is
+        // another download's of the same content (another path with these bytes), half-built: taken for
+        // this one's, it failed a good download as invalid for a day and was removed from under its own.
         let done = context.downloadPath(asset.sha256)
-        // A manifest's assembler finishes its file under the final name itself; a whole download waits
-        // in its partial file.
-        let file = access(partial, F_OK) == 0 ? partial : done
-        if let problem = try RemoteContent.problem(path: fetch.path, size: fetch.size, hash: fetch.hash, asset: asset, file: file) {
-            unlink(file)
+        if let problem = try RemoteContent.problem(path: fetch.path, size: fetch.size, hash: fetch.hash, asset: asset, file: done) {
+            unlink(done)
             if current { scheduler.failures.fail(fetch.path, .down, ApplyFailure(.invalid, problem), row: row) }
             return
         }
-        if file == partial { try syscall("rename", path: partial) { rename(partial, done) } }
         if !context.hasDownload(asset), current {
             scheduler.failures.fail(fetch.path, .down, ApplyFailure(.contentMissing, "the download of \(quoted(fetch.path)) is not its content"),
                                     row: row)
         }
     }
+
+    /// Whether the checked download of `asset` waits already (one of another path with the same bytes):
+    /// then nothing is fetched for it.
+    public func hasDownload(_ asset: Asset) -> Bool { context.hasDownload(asset) }
 
     /// A fetch that could not be made now (the server out of reach): planned again later.
     public func fetchAbandoned(_ fetch: ContentFetch) { scheduler.inFlight.remove(fetch.path) }
