@@ -10,8 +10,11 @@ extension Agent {
     /// or on the server. On failure: one log line, then growing jittered retries.
     func pullLoop() async {
         guard let replica, client != nil, let sleeper else { return }
-        // While a catch-up page is applied, the next one is already on its way.
+        // While a page is applied, the next one is already on its way: a catch-up page, or at the end of
+        // the feed after a page with records (another device saving batch after batch) the long-poll,
+        // which brings the next batch down while this one is written here.
         var prefetched: Task<RecordPage, any Error>?
+        var prefetchedWaits = false
         defer { prefetched?.cancel() }
         while !stopping && !control.paused && !Task.isCancelled {
             endFeedReadIfStopped()
@@ -35,12 +38,15 @@ extension Agent {
             let pending = prefetched
             prefetched = nil
             var upcoming: Task<RecordPage, any Error>?
+            var upcomingWaits = false
             // The next page is kept only once the one it follows is applied.
             defer { upcoming?.cancel() }
             do {
                 let page: RecordPage
                 if let pending {
-                    page = try await pending.value
+                    // The page asked for ahead is its own task: a cancelled pull loop (a wake, a pause) ends
+                    // it too, or waiting for it would wait out a long-poll.
+                    page = try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
                 } else {
                     page = try await feedPage(after: try await replica.feedToken(server: feedKey))
                 }
@@ -51,6 +57,11 @@ extension Agent {
                 if page.more {
                     let token = page.token
                     upcoming = Task { try await self.page(after: token) }
+                } else if caughtUp && !page.records.isEmpty {
+                    // Only asked, not read: the page goes in after this one is written, as any page would.
+                    let token = page.token
+                    upcoming = Task { try await self.feedPage(after: token) }
+                    upcomingWaits = true
                 }
                 // The page into the Remote tree (with its position), then the rounds that write it here. Pages
                 // that follow at once are read first while their content fits in memory: a rename's new path
@@ -66,6 +77,7 @@ extension Agent {
                 feedMidRead = page.more && ahead <= Self.inlineAhead
                 if !feedMidRead { await syncUntilSettled() }
                 prefetched = upcoming
+                prefetchedWaits = upcomingWaits
                 upcoming = nil
                 if !page.more && page.records.count > 100 { trimMemory() }
                 if !page.more && !caughtUp {
@@ -87,6 +99,12 @@ extension Agent {
                 if !page.more && caughtUp && !(page.records.isEmpty && digests.matched && !digests.recheck) {
                     digests.recheck = false
                     await checkWithServer()
+                }
+                // A check to try again, or a wake, asks without waiting: a long-poll asked for before either
+                // would hold it until the next change.
+                if prefetchedWaits && (digests.recheck || feed.askNow) {
+                    prefetched?.cancel()
+                    prefetched = nil
                 }
                 if caughtUp { await sayIfUpToDate() }
             } catch let error as SyncError {
