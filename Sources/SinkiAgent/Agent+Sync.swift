@@ -65,7 +65,7 @@ extension Agent {
             options.canSend = caughtUp && accessOpen && access.storageOpen(now: Clock.now()) && (reachable == true || pushProbe)
             options.canPush = pushTasks.count < Self.pushDepth
             options.maxRecords = configuration.batchRecords
-            options.maxBytes = configuration.batchBytes
+            options.maxBytes = pushPace.maxBytes(configured: configuration.batchBytes)
             options.uploadSlots = max(0, width - transfers.uploads.count)
             options.fetchSlots = max(0, 4 * width - rounds.fetching.count)
             options.downloadSlots = max(0, width - transfers.downloading.count)
@@ -126,6 +126,7 @@ extension Agent {
                 let body = try await Blocking.run { ModifyRequest(records: records).jsonBytes }
                 let sentAt = Clock.monotonic()
                 let response = try await client.modify(body: body)
+                pushPace.answered(bodyBytes: body.count, seconds: Double(Clock.monotonic() - sentAt) / 1e9)
                 connected()
                 storageHasRoom()
                 let report = try await replica.acknowledge(batch, response.results)

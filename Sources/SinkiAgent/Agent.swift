@@ -85,6 +85,8 @@ public actor Agent {
     var pullRun: PullProgress?
     /// When systemd last heard of the run's progress (monotonic nanoseconds).
     var pushRunToldAt: Int64 = 0
+    /// The pace modify requests go at, which bounds how much the next batch carries.
+    var pushPace = PushPace()
     var finished: CheckedContinuation<ExitCode, Never>?
     /// Watcher batches waiting for the replica; one look at the disk runs at a time, and batches
     /// that arrive meanwhile are merged into the next.
