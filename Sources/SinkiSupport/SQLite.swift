@@ -74,11 +74,32 @@ public final class SQLiteDatabase {
         }
         handle = db
         self.path = path
-        sqlite3_busy_timeout(db, 10_000)
+        sqlite3_busy_timeout(db, Self.busyMilliseconds)
         sqlite3_extended_result_codes(db, 1)
         if !readOnly {
-            try execute(shared ? "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"
-                               : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+            try setModes(shared ? "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"
+                                : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+        }
+    }
+
+    /// How long a statement waits for another connection's lock.
+    static let busyMilliseconds: Int32 = 10_000
+
+    /// Runs the pragmas that set the journal mode, tried again while another connection holds the lock
+    /// they need: the switch of a new database to WAL answers "database is locked" at once, without the
+    /// busy timeout, when another connection is opening it too (two uploads of a new user, each making
+    /// the user's chunk index, had one answered 500).
+    private func setModes(_ pragmas: String) throws(SQLiteError) {
+        let deadline = Clock.monotonic() + Int64(Self.busyMilliseconds) * 1_000_000
+        var pause: UInt32 = 1_000
+        while true {
+            do {
+                try execute(pragmas)
+                return
+            } catch where error.isBusy && Clock.monotonic() < deadline {
+                usleep(pause)
+                pause = min(pause * 2, 50_000)
+            }
         }
     }
 

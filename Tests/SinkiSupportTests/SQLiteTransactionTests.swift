@@ -1,5 +1,7 @@
 import Testing
+import Dispatch
 import SinkiSupport
+import Synchronization
 import SinkiTestSupport
 
 /// `SQLiteDatabase`'s two kinds of transaction on a real WAL database: a write transaction that nested
@@ -21,6 +23,26 @@ import SinkiTestSupport
         }
         #expect(before == 1 && during == 1, "one snapshot for the whole reading")
         #expect(try count(reader) == 2, "the commit is seen once the reading ends")
+    }
+
+    /// Connections that open a new database at once all open it: switching it to WAL takes a lock that
+    /// SQLite's busy timeout does not wait for (a server answered 500 when two uploads of a new user
+    /// made the user's chunk index at the same moment).
+    @Test func connectionsOpeningANewDatabaseAtOnceAllOpenIt() throws {
+        for round in 0..<20 {
+            let directory = TemporaryDirectory("sinki-sqlite-open-race")
+            let path = directory.child("db.sqlite")
+            let failures = Mutex<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 8) { _ in
+                do {
+                    let database = try SQLiteDatabase(path: path)
+                    try database.execute("CREATE TABLE IF NOT EXISTS t(x INTEGER)")
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+            #expect(failures.withLock { $0 }.isEmpty, "round \(round): \(failures.withLock { $0 })")
+        }
     }
 
     @Test func aReadingThatThrowsEndsAndTheDatabaseGoesOn() throws {
