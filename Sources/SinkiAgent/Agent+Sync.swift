@@ -125,8 +125,9 @@ extension Agent {
                 let records = batch.map(\.record)
                 let body = try await Blocking.run { ModifyRequest(records: records).jsonBytes }
                 let sentAt = Clock.monotonic()
+                let sharing = pushTasks.count
                 let response = try await client.modify(body: body)
-                pushPace.answered(bodyBytes: body.count, seconds: Double(Clock.monotonic() - sentAt) / 1e9)
+                pushPace.answered(bodyBytes: body.count, seconds: Double(Clock.monotonic() - sentAt) / 1e9, sharing: max(sharing, pushTasks.count))
                 connected()
                 storageHasRoom()
                 let report = try await replica.acknowledge(batch, response.results)

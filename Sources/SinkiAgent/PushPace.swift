@@ -15,11 +15,11 @@ struct PushPace: Sendable, Equatable {
     static let floor = 256 << 10
 
     /// A modify request of `bodyBytes` answered `seconds` after it was sent (a round trip and the
-    /// server's commit included, and a share of the link when another was in flight: the pace a
-    /// batch will meet).
-    mutating func answered(bodyBytes: Int, seconds: Double) {
+    /// server's commit included), while `sharing` requests in all were in flight: each had that share
+    /// of the link, which is the pace counted (a batch is a quarter second of the link, not of a share).
+    mutating func answered(bodyBytes: Int, seconds: Double, sharing: Int = 1) {
         guard seconds > 0, bodyBytes > 0 else { return }
-        let sample = Double(bodyBytes) / seconds
+        let sample = Double(bodyBytes) * Double(max(1, sharing)) / seconds
         bytesPerSecond = bytesPerSecond.map { ($0 + sample) / 2 } ?? sample
     }
 

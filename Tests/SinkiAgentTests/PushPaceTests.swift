@@ -29,6 +29,10 @@ import Testing
         pace.answered(bodyBytes: 625_000, seconds: 0.1)
         #expect(pace.bytesPerSecond == 9_375_000)
         #expect(pace.maxBytes(configured: Self.configured) == 2_343_750)
+        // Two requests sharing the link each went at half its pace.
+        var shared = PushPace()
+        shared.answered(bodyBytes: 625_000, seconds: 0.1, sharing: 2)
+        #expect(shared.maxBytes(configured: Self.configured) == 3_125_000)
         // Nothing measured from an empty body or no time.
         pace.answered(bodyBytes: 0, seconds: 0.1)
         pace.answered(bodyBytes: 1000, seconds: 0)

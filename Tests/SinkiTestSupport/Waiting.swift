@@ -9,9 +9,7 @@ public struct WaitTimeout: Error, CustomStringConvertible {
 
 /// Polls `condition` every `interval` seconds until it holds or `timeout` passes; throws WaitTimeout.
 /// Tests wait on conditions with a deadline, never on a bare sleep. The default deadline is long: a
-/// passing test never waits it out, and on a loaded CI machine one `fsync` of a new SQLite file can
-/// wait seconds behind the rest of the suite's writes (a chunk server's first chunk of a user missed
-/// a 10 s deadline so).
+/// passing test never waits it out, and a loaded CI machine runs every other suite beside it.
 public func waitUntil(_ what: String, timeout: Double = 30, interval: Double = 0.02,
                       _ condition: () async throws -> Bool) async throws {
     let deadline = Date().addingTimeInterval(timeout)

@@ -57,9 +57,57 @@ final class Uploader {
     }
 
     /// Reads and compresses what `items` send (on every core), about `maxBytes` of content at most,
-    /// and notes what goes (`sent`) in one transaction. Items whose file is busy, gone or no longer
-    /// small since it was planned are left out (the observer looks at them again).
+    /// and notes what goes (`sent`). Items whose file is busy, gone or no longer small since it was
+    /// planned are left out (the observer looks at them again). Read a slice at a time, each as large
+    /// as the budget left holds at the compression seen so far: an item read and not taken was read
+    /// for nothing, and with batches bounded by their pace to 256 KiB, reading all 1,000 planned files
+    /// for each batch cost the sender 7 CPU seconds for 5,000 files over a slow link.
     func build(_ items: [SaveItem], maxBytes: Int) throws -> (records: [Outgoing], left: [SaveItem]) {
+        var out: [Outgoing] = []
+        var left: [SaveItem] = []
+        var bytes = 0
+        var read = 0
+        var start = 0
+        while start < items.count {
+            if !out.isEmpty && bytes >= maxBytes {
+                left += items[start...]
+                break
+            }
+            let ratio = read > 0 && bytes > 0 ? max(0.05, Double(bytes) / Double(read)) : 1
+            let budget = Double(maxBytes - bytes) / ratio
+            var end = start, raw = 0
+            while end < items.count {
+                let size = Self.bytesToRead(items[end])
+                if end > start && Double(raw + size) > budget { break }
+                raw += size
+                end += 1
+            }
+            let slice = try buildSlice(Array(items[start..<end]), maxBytes: maxBytes, bytes: &bytes, taken: !out.isEmpty)
+            out += slice.records
+            left += slice.left
+            read += raw
+            start = end
+        }
+        // Saves first, parents before what is in them (a rename's new path before its source's delete,
+        // so the server can copy it); then deletes, deepest first, so a folder's follows its contents'.
+        out.sort { a, b in
+            if a.record.deleted != b.record.deleted { return !a.record.deleted }
+            if a.record.deleted { return a.record.path.utf8.count > b.record.path.utf8.count }
+            return a.record.path.utf8.lexicographicallyPrecedes(b.record.path.utf8)
+        }
+        return (out, left)
+    }
+
+    /// The bytes building `item`'s record reads: a small file's content; nothing for a folder, a
+    /// delete, a rename or a large file's manifest.
+    private static func bytesToRead(_ item: SaveItem) -> Int {
+        guard case .file? = item.node, item.movedFrom == nil, item.asset == nil, let local = item.local else { return 0 }
+        return Int(local.size)
+    }
+
+    /// One slice of `build`, in one transaction; `bytes` is the content taken so far, and `taken`
+    /// whether any record was.
+    private func buildSlice(_ items: [SaveItem], maxBytes: Int, bytes: inout Int, taken: Bool) throws -> (records: [Outgoing], left: [SaveItem]) {
         if items.isEmpty { return ([], []) }
         let safeRoots = context.safeRoots
         let device = context.device
@@ -95,7 +143,6 @@ final class Uploader {
         }
         var out: [Outgoing] = []
         var left: [SaveItem] = []
-        var bytes = 0
         try store.transaction {
             for (item, result) in zip(items, built) {
                 switch result {
@@ -104,7 +151,7 @@ final class Uploader {
                     observer.unstable.append(item.path)
                 case let .success((record, content)):
                     if let content, content.unstable { observer.unstable.append(item.path) }
-                    if !out.isEmpty && bytes + (record.data?.count ?? 0) > maxBytes {
+                    if (taken || !out.isEmpty) && bytes + (record.data?.count ?? 0) > maxBytes {
                         left.append(item)
                         continue
                     }
@@ -136,13 +183,6 @@ final class Uploader {
                     observer.unstable.append(item.path)
                 }
             }
-        }
-        // Saves first, parents before what is in them (a rename's new path before its source's delete,
-        // so the server can copy it); then deletes, deepest first, so a folder's follows its contents'.
-        out.sort { a, b in
-            if a.record.deleted != b.record.deleted { return !a.record.deleted }
-            if a.record.deleted { return a.record.path.utf8.count > b.record.path.utf8.count }
-            return a.record.path.utf8.lexicographicallyPrecedes(b.record.path.utf8)
         }
         return (out, left)
     }
