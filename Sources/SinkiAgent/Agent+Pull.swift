@@ -13,8 +13,7 @@ extension Agent {
         // While a page is applied, the next one is already on its way: a catch-up page, or at the end of
         // the feed after a page with records (another device saving batch after batch) the long-poll,
         // which brings the next batch down while this one is written here.
-        var prefetched: Task<RecordPage, any Error>?
-        var prefetchedWaits = false
+        var prefetched: PageAhead?
         defer { prefetched?.cancel() }
         while !stopping && !control.paused && !Task.isCancelled {
             endFeedReadIfStopped()
@@ -37,8 +36,7 @@ extension Agent {
             }
             let pending = prefetched
             prefetched = nil
-            var upcoming: Task<RecordPage, any Error>?
-            var upcomingWaits = false
+            var upcoming: PageAhead?
             // The next page is kept only once the one it follows is applied.
             defer { upcoming?.cancel() }
             do {
@@ -46,7 +44,7 @@ extension Agent {
                 if let pending {
                     // The page asked for ahead is its own task: a cancelled pull loop (a wake, a pause) ends
                     // it too, or waiting for it would wait out a long-poll.
-                    page = try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
+                    page = try await withTaskCancellationHandler { try await pending.page.value } onCancel: { pending.cancel() }
                 } else {
                     page = try await feedPage(after: try await replica.feedToken(server: feedKey))
                 }
@@ -56,12 +54,11 @@ extension Agent {
                 if !page.records.isEmpty { digests.matched = false }
                 if page.more {
                     let token = page.token
-                    upcoming = Task { try await self.page(after: token) }
+                    upcoming = PageAhead(page: Task { try await self.page(after: token) }, waits: false)
                 } else if caughtUp && !page.records.isEmpty {
                     // Only asked, not read: the page goes in after this one is written, as any page would.
                     let token = page.token
-                    upcoming = Task { try await self.feedPage(after: token) }
-                    upcomingWaits = true
+                    upcoming = PageAhead(page: Task { try await self.feedPage(after: token) }, waits: true)
                 }
                 // The page into the Remote tree (with its position), then the rounds that write it here. Pages
                 // that follow at once are read first while their content fits in memory: a rename's new path
@@ -77,7 +74,6 @@ extension Agent {
                 feedMidRead = page.more && ahead <= Self.inlineAhead
                 if !feedMidRead { await syncUntilSettled() }
                 prefetched = upcoming
-                prefetchedWaits = upcomingWaits
                 upcoming = nil
                 if !page.more && page.records.count > 100 { trimMemory() }
                 if !page.more && !caughtUp {
@@ -102,7 +98,7 @@ extension Agent {
                 }
                 // A check to try again, or a wake, asks without waiting: a long-poll asked for before either
                 // would hold it until the next change.
-                if prefetchedWaits && (digests.recheck || feed.askNow) {
+                if prefetched?.waits == true && (digests.recheck || feed.askNow) {
                     prefetched?.cancel()
                     prefetched = nil
                 }
@@ -178,4 +174,13 @@ extension Agent {
         guard let client else { throw CancellationError() }
         return try await client.changes(since: token, wait: 0, limit: 1000, inflight: prefetch.position)
     }
+}
+
+/// A feed page asked for before the one it follows is written: a catch-up page, or at the end of the
+/// feed a long-poll (`waits`), which a check to try again or a wake replaces with an ask that does not.
+private struct PageAhead {
+    let page: Task<RecordPage, any Error>
+    let waits: Bool
+
+    func cancel() { page.cancel() }
 }

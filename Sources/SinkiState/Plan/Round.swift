@@ -14,12 +14,12 @@ public struct ContentFetch: Sendable, Equatable {
     /// The large file's asset to download into the state folder; nil for a small file, whose record
     /// is looked up again with its inline content.
     public var asset: Asset?
-    /// Where an asset's bytes go while they arrive (a later try goes on from what it holds).
-    public var partialPath: String?
     /// Where the checked download waits for its write once whole: the download (every path of its
     /// content at once) puts it there before it ends, so that a later download of the same content
     /// finds it there and never meets a half-built file of another.
     public var finalPath: String?
+    /// Where an asset's bytes go while they arrive (a later try goes on from what it holds).
+    public var partialPath: String? { finalPath.map { $0 + ".part" } }
 }
 
 /// What the agent may hand out in a round.

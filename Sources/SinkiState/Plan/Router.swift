@@ -131,7 +131,7 @@ struct Router {
                     throw SystemError("mkdir", errno: errno, path: context.downloadsDirectory)
                 }
                 return .fetch(ContentFetch(path: path, tag: remote.tag, size: remote.size, hash: remote.hash, asset: asset,
-                                            partialPath: context.downloadPath(asset.sha256) + ".part", finalPath: context.downloadPath(asset.sha256)))
+                                            finalPath: context.downloadPath(asset.sha256)))
             }
         } else if case let data = remote.size == 0 ? nil : feed.inline.data(path, tag: remote.tag), remote.size == 0 || data != nil {
             do {
