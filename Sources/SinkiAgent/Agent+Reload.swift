@@ -20,7 +20,7 @@ extension Agent {
         control.notifier?.reloading()
         Task {
             // Reading the file is blocking I/O: off the loop.
-            let result = try? await Blocking.run { () -> Result<AgentReload, AgentError> in
+            let result = await Blocking.run { () -> Result<AgentReload, AgentError> in
                 do throws(AgentError) { return .success(try reloader()) } catch { return .failure(error) }
             }
             await self.finishReload(result)

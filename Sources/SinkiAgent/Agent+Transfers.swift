@@ -192,7 +192,7 @@ extension Agent {
         do {
             let assembler = try await replica.assembler(for: asset)
             // An earlier run's chunks are read back and checked: a kill may have lost what the page cache held.
-            _ = try await Blocking.run { assembler.recheck() }
+            _ = await Blocking.run { assembler.recheck() }
             let wanted = assembler.missing.map { chunks[$0] }
             let (sources, places) = wanted.isEmpty ? ([], [:]) : try await replica.chunkSources(for: wanted)
             let before = assembler.bytesInPlace
@@ -200,7 +200,7 @@ extension Agent {
             // The chunks no file here holds are fetched while those one holds are copied (an edit of a
             // large file: a few fetched, the rest copied); what the copy could not place (a file that
             // changed meanwhile) is fetched after it.
-            let copying = sources.isEmpty ? nil : Task { [sources, places] in (try? await Blocking.run { assembler.copyLocal(from: sources, places: places) }) ?? 0 }
+            let copying = sources.isEmpty ? nil : Task { [sources, places] in await Blocking.run { assembler.copyLocal(from: sources, places: places) } }
             var received: Int64 = 0
             /// Fetches the chunks still missing, but those `copied` names (the copy places them).
             func fetchMissing(but copied: [String: (source: Int, offset: Int64)]) async throws -> ChunkFetcher.Outcome {

@@ -2,12 +2,14 @@ import Dispatch
 
 /// Runs blocking work on Dispatch's thread pool and resumes the caller on its own executor.
 public enum Blocking {
-    public static func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
+    /// Throws what `work` throws, and nothing when it throws nothing.
+    public static func run<T: Sendable, E: Error>(_ work: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+        let result: Result<T, E> = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try work() })
+                continuation.resume(returning: Result(catching: work))
             }
         }
+        return try result.get()
     }
 
     /// Applies `work` to each element on all cores; results keep the input order.

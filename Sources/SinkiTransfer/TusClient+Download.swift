@@ -54,10 +54,10 @@ extension TusClient {
                 switch outcome {
                 case .failure(let error)?:
                     // The next try (or none) hashes afresh: this hasher's queue is idle before it goes.
-                    try? await Blocking.run { hasher.abandon() }
+                    await Blocking.run { hasher.abandon() }
                     throw error
                 case .success(let response)? where !response.isSuccess:
-                    try? await Blocking.run { hasher.abandon() }
+                    await Blocking.run { hasher.abandon() }
                     if response.status == 416 { truncate(temporaryPath, 0) }
                     throw Self.failure(response, url: url, step: "downloading")
                 default: break

@@ -42,7 +42,7 @@ actor OnLoop {
     }
 
     func offloaded() async throws -> Bool {
-        let value = try await Blocking.run { 21 * 2 }
+        let value = await Blocking.run { 21 * 2 }
         loop.checkIsolated()
         return value == 42
     }

@@ -86,11 +86,11 @@ import Testing
         let fixture = try ServerFixture { configuration in
             let folder = configuration.dataDirectory + "/chunks/" + Digest.sha256Hex(Array("default".utf8))
             try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            FileManager.default.createFile(atPath: folder + "/user", contents: Data("default".utf8))
-            FileManager.default.createFile(atPath: folder + "/lock", contents: Data())
+            _ = FileManager.default.createFile(atPath: folder + "/user", contents: Data("default".utf8))
+            _ = FileManager.default.createFile(atPath: folder + "/lock", contents: Data())
             for (name, bytes) in zip(file.names + [Digest.sha256Hex(orphan)], file.chunks + [orphan]) {
                 try? FileManager.default.createDirectory(atPath: folder + "/" + name.prefix(2), withIntermediateDirectories: true)
-                FileManager.default.createFile(atPath: folder + "/" + name.prefix(2) + "/" + name, contents: Data(bytes))
+                _ = FileManager.default.createFile(atPath: folder + "/" + name.prefix(2) + "/" + name, contents: Data(bytes))
             }
         }
         try fixture.settleRetention()
