@@ -70,7 +70,7 @@ extension Agent {
     private func saveOne(_ record: Record) async -> ModifyResult? {
         guard let client else { return nil }
         do {
-            let response = try await client.modify(body: ModifyRequest(records: [record]).jsonBytes)
+            let response = try await client.modify(records: [record])
             connected()
             return response.results.first
         } catch {
@@ -99,7 +99,7 @@ extension Agent {
             var named = Set<String>()
             let unchecked = batch.filter { lacking.contains($0.ref.sha256) && named.insert($0.ref.sha256).inserted }
             if !unchecked.isEmpty {
-                let toSend = try await Blocking.run { ChunkFileReader.withChecksums(unchecked) }
+                let toSend = await Blocking.run { ChunkFileReader.withChecksums(unchecked) }
                 _ = try await sync.upload(toSend)
             }
             chunks += batch.map(\.ref)
@@ -135,7 +135,7 @@ extension Agent {
             let save = Record(path: target, type: held.type, data: held.data, asset: held.asset, baseTag: keep == .remote ? shared.remoteTag : 0,
                               size: held.size, sha256: held.sha256, mode: held.mode, modifiedAt: held.modifiedAt, device: configuration.device)
             let result: ModifyResult?
-            do { result = try await client.modify(body: ModifyRequest(records: [save]).jsonBytes).results.first } catch {
+            do { result = try await client.modify(records: [save]).results.first } catch {
                 if case .transport = error { disconnected(error) }
                 throw ControlError(.unavailable, "cannot save the version from \(other) on the server: \(error.cause)")
             }

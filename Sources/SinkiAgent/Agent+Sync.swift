@@ -123,11 +123,12 @@ extension Agent {
             }
             do {
                 let records = batch.map(\.record)
-                let body = try await Blocking.run { ModifyRequest(records: records).jsonBytes }
+                let frames = client.sendsFrames
+                let body = await Blocking.run { () -> ModifyBody in ModifyBody(ModifyRequest(records: records), frames: frames) }
                 let sentAt = Clock.monotonic()
                 let sharing = pushTasks.count
-                let response = try await client.modify(body: body)
-                pushPace.answered(bodyBytes: body.count, seconds: Double(Clock.monotonic() - sentAt) / 1e9, sharing: max(sharing, pushTasks.count))
+                let response = try await client.modify(body)
+                pushPace.answered(bodyBytes: body.bytes.count, seconds: Double(Clock.monotonic() - sentAt) / 1e9, sharing: max(sharing, pushTasks.count))
                 connected()
                 storageHasRoom()
                 let report = try await replica.acknowledge(batch, response.results)

@@ -7,9 +7,10 @@ public struct RecordFieldError: Error, Sendable, CustomStringConvertible {
 
 extension Record {
     /// Writes the record as a JSON object (design §2 field names).
-    public func write(to writer: inout JSONWriter, includeData: Bool = true) {
+    /// `includeName: false` leaves out `recordName`, which a reader computes from the path.
+    public func write(to writer: inout JSONWriter, includeData: Bool = true, includeName: Bool = true) {
         writer.beginObject()
-        writer.field("recordName", recordName)
+        if includeName { writer.field("recordName", recordName) }
         writer.field("path", path)
         writer.field("type", type)
         if includeData, let data {

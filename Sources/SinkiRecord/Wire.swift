@@ -14,6 +14,31 @@ public struct ModifyRequest: Sendable, Equatable {
         return writer.bytes
     }
 
+    /// The batch in frames (`RecordFrames`): content as raw bytes.
+    public var framesBytes: [UInt8] {
+        var writer = RecordFramesWriter(capacity: RecordFramesWriter.capacity(for: records))
+        for record in records { writer.append(record) }
+        var envelope = JSONWriter(capacity: 2)
+        envelope.beginObject()
+        envelope.endObject()
+        writer.end(envelope)
+        return writer.bytes
+    }
+
+    /// A batch in frames, read at once (the server reads one as it arrives: `RecordFramesReader`).
+    public static func parse(frames bytes: [UInt8]) throws -> ModifyRequest {
+        try ModifyRequest(frames: RecordFramesReader.parse(bytes))
+    }
+
+    /// The batch of a frames body read whole: its envelope must be an object (whose members are for later
+    /// versions).
+    public init(frames body: (records: [Record], envelope: [UInt8])) throws {
+        var reader = JSONReader(body.envelope)
+        try reader.readObject { reader, _ in try reader.skipValue() }
+        try reader.finish()
+        self.init(records: body.records)
+    }
+
     /// Reads a whole batch at once (the server reads one as it arrives: `ModifyRequestReader`).
     public static func parse(_ bytes: [UInt8]) throws -> ModifyRequest {
         var reader = ModifyRequestReader()
@@ -147,6 +172,37 @@ public struct RecordPage: Sendable, Equatable {
         return writer.bytes
     }
 
+    /// The page in frames (`RecordFrames`): content as raw bytes, the rest in the envelope.
+    public var framesBytes: [UInt8] {
+        var writer = RecordFramesWriter(capacity: RecordFramesWriter.capacity(for: records))
+        for record in records { writer.append(record) }
+        var envelope = JSONWriter(capacity: 64)
+        writeEnvelope(to: &envelope)
+        writer.end(envelope)
+        return writer.bytes
+    }
+
+    private func writeEnvelope(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("token", token)
+        writer.field("more", more)
+        if let floor { writer.field("floor", floor) }
+        if let inflight {
+            writer.key("inflight")
+            inflight.write(to: &writer)
+        }
+        writer.endObject()
+    }
+
+    /// A page as the server sent it: in frames when its `Content-Type` says so, JSON otherwise.
+    public static func parse(_ bytes: [UInt8], contentType: String?) throws -> RecordPage {
+        guard RecordFrames.names(contentType) else { return try parse(bytes) }
+        let body = try RecordFramesReader.parse(bytes)
+        var page = try parse(body.envelope)
+        page.records = body.records
+        return page
+    }
+
     public static func parse(_ bytes: [UInt8]) throws -> RecordPage {
         var reader = JSONReader(bytes)
         var page = RecordPage(records: [], token: "", more: false)
@@ -271,7 +327,7 @@ public enum FeedToken {
     /// The change tag a token stands at; nil for none, or for text that is not a token.
     public static func tag(of token: String?) -> Int64? {
         guard let token, let dot = token.utf8.lastIndex(of: UInt8(ascii: ".")) else { return nil }
-        return Int64(String(Substring(token.utf8[token.utf8.index(after: dot)...])) ?? "")
+        return Int64(String(Substring(token.utf8[token.utf8.index(after: dot)...])))
     }
 
     /// `token` moved up to `floor` when it stands below it: a listing's position is the newest record

@@ -44,6 +44,18 @@ public enum SyncError: Error, Sendable, CustomStringConvertible {
     }
 }
 
+/// A modify batch encoded for the wire, in frames or in JSON.
+public struct ModifyBody: Sendable {
+    public let frames: Bool
+    public let bytes: [UInt8]
+
+    /// Encodes `batch`: a pass over all its content, so a large one is made off the loop.
+    public init(_ batch: ModifyRequest, frames: Bool) {
+        self.frames = frames
+        bytes = frames ? batch.framesBytes : batch.jsonBytes
+    }
+}
+
 /// The records calls of docs/protocol.md over the agent's HTTP client, beside the tus client: every request
 /// goes through one builder that adds the device's token. Loop-confined.
 public final class SyncClient {
@@ -76,13 +88,39 @@ public final class SyncClient {
     // Every call takes the caller's isolation (the agent's actor, on the loop) so that libcurl is
     // only ever driven from the loop thread.
 
-    /// Sends a modify batch whose JSON body was built off the loop.
-    public func modify(body: [UInt8], isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> ModifyResponse {
+    /// Whether modify batches go in frames (`RecordFrames`): as the server last answered a page of records.
+    /// A server older than frames answers JSON and is sent JSON; one that answers in frames takes them.
+    public private(set) var sendsFrames = false
+
+    /// Sends a modify batch whose body was built off the loop (`ModifyBody`).
+    public func modify(_ body: ModifyBody, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> ModifyResponse {
+        try await send(body, isolation: isolation)
+    }
+
+    /// A batch of one or a few records, encoded here.
+    public func modify(records: [Record], isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> ModifyResponse {
+        try await send(ModifyBody(ModifyRequest(records: records), frames: sendsFrames), isolation: isolation)
+    }
+
+    private func send(_ body: ModifyBody, isolation: isolated (any Actor)?) async throws(SyncError) -> ModifyResponse {
         var request = request("POST", Routes.modify, timeout: 300)
-        request.headers.append(("Content-Type", "application/json"))
-        request.body = .bytes(body)
+        request.headers.append(("Content-Type", body.frames ? RecordFrames.mediaType : "application/json"))
+        request.body = .bytes(body.bytes)
         let response = try await send(request, isolation: isolation)
         return try await parse(response, isolation: isolation) { try ModifyResponse.parse($0) }
+    }
+
+    /// A request for records, which come in frames when the server has them so (their content raw).
+    private func recordsRequest(_ path: String, timeout: Double) -> HTTPRequest {
+        var request = request("GET", path, timeout: timeout)
+        request.headers = [("Accept", RecordFrames.mediaType + ", application/json;q=0.5")]
+        return request
+    }
+
+    private func parsePage(_ response: HTTPResponse, isolation: isolated (any Actor)?) async throws(SyncError) -> RecordPage {
+        let contentType = response.header("Content-Type")
+        sendsFrames = RecordFrames.names(contentType)
+        return try await parse(response, isolation: isolation) { try RecordPage.parse($0, contentType: contentType) }
     }
 
     /// One page of the change feed; waits up to `wait` seconds on the server when nothing is new. With
@@ -94,16 +132,16 @@ public final class SyncClient {
         if let position, !position.isEmpty { path += "&since=" + Self.escape(position) }
         if let inflight { path += "&inflight=\(inflight)" }
         // The server answers a long-poll by `wait`: one still silent a little after is on a dead connection.
-        let request = request("GET", path, timeout: wait == 0 ? 300 : Double(wait) + Self.longPollMargin)
+        let request = recordsRequest(path, timeout: wait == 0 ? 300 : Double(wait) + Self.longPollMargin)
         let response = try await send(request, isolation: isolation)
-        return try await parse(response, isolation: isolation) { try RecordPage.parse($0) }
+        return try await parsePage(response, isolation: isolation)
     }
 
     /// The current record at exactly `path`, with its content.
     public func record(at path: String, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> Record? {
-        let request = request("GET", Routes.records + "?limit=1&data=1&path=" + Self.escape(path), timeout: 300)
+        let request = recordsRequest(Routes.records + "?limit=1&data=1&path=" + Self.escape(path), timeout: 300)
         let response = try await send(request, isolation: isolation)
-        let page = try await parse(response, isolation: isolation) { try RecordPage.parse($0) }
+        let page = try await parsePage(response, isolation: isolation)
         // By bytes: a look-up answer with another spelling of the name (NFC, NFD) is another path.
         return page.records.first { $0.path.utf8.elementsEqual(path.utf8) }
     }
@@ -113,9 +151,9 @@ public final class SyncClient {
     public func list(prefix: String, after: String?, limit: Int, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> RecordPage {
         var query = Routes.records + "?limit=\(limit)&path=" + Self.escape(prefix)
         if let after { query += "&after=" + Self.escape(after) }
-        let request = request("GET", query, timeout: 300)
+        let request = recordsRequest(query, timeout: 300)
         let response = try await send(request, isolation: isolation)
-        return try await parse(response, isolation: isolation) { try RecordPage.parse($0) }
+        return try await parsePage(response, isolation: isolation)
     }
 
     /// The digests of folder `path` (a root name or a folder's record path) as the server holds them,

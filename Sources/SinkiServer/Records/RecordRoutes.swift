@@ -13,8 +13,14 @@ struct ModifyRoute: Route {
 
     func begin(_ request: Request) throws -> BodyPolicy {
         try request.requireWritable()
-        try request.requireJSON()
-        return .parse(limit: limits.maxBodyBytes, ModifyBody(limits: ModifyRequestReader.Limits(
+        if RecordFrames.names(request.header("Content-Type")) {
+            let data = Int(ModifyValidator.compressedBound(Int64(limits.maxInlineBytes)))
+            return .parse(limit: limits.maxBodyBytes, ModifyFramesBody(limits: RecordFramesReader.Limits(
+                maxRecords: limits.maxBatchRecords, maxRecordBytes: limits.maxManifestChunks * 96 + (1 << 20),
+                maxDataBytes: data, maxEnvelopeBytes: 1 << 20)))
+        }
+        try request.requireJSON(orFrames: true)
+        return .parse(limit: limits.maxBodyBytes, ModifyJSONBody(limits: ModifyRequestReader.Limits(
             maxRecords: limits.maxBatchRecords, maxRecordBytes: Self.maxRecordBytes(limits), maxEnvelopeBytes: 1 << 20)))
     }
 
@@ -26,7 +32,7 @@ struct ModifyRoute: Route {
     }
 
     func respond(to request: Request) throws -> Reply {
-        guard let body = request.parser as? ModifyBody else { throw Problem(.internalError, detail: "bug: a modify request without its body") }
+        guard let body = request.parser as? any ModifyBody else { throw Problem(.internalError, detail: "bug: a modify request without its body") }
         let batch = try body.finish()
         guard batch.records.count <= limits.maxBatchRecords else {
             throw Problem(.tooLarge, detail: "a batch holds at most \(limits.maxBatchRecords) records; this one has \(batch.records.count)")
@@ -168,6 +174,7 @@ struct ChangesRoute: Route {
             inflightAfter.flatMap { board.news(user: user, after: $0, reader: device, within: prefix) }
         }
         let chunks = self.chunks
+        let frames = request.acceptsFrames
         func page(_ batch: ChangeBatch, _ news: InFlightNews?) -> Response {
             let token = ChangeToken(storeID: since.storeID, tag: batch.lastTag)
             var records = batch.records
@@ -175,7 +182,7 @@ struct ChangesRoute: Route {
             if let omitDataFrom {
                 for index in records.indices where records[index].device == omitDataFrom { records[index].data = nil }
             }
-            return .json(RecordPage(records: records, token: token.text, more: batch.more, inflight: news).jsonBytes)
+            return RecordPage(records: records, token: token.text, more: batch.more, inflight: news).response(frames: frames)
         }
         let empty = ChangeBatch(records: [], lastTag: since.tag, more: false)
         guard wait > 0 else { return .response(page(try store.changes(user: user, after: since.tag, limit: limit, within: prefix), news())) }
@@ -220,7 +227,7 @@ struct LookupRoute: Route {
                                         includeData: includeData)
         }
         chunks.flagIncomplete(&listing.records, user: user)
-        return .response(.json(RecordPage(records: listing.records, token: head.text, more: listing.more, floor: floor).jsonBytes))
+        return .response(RecordPage(records: listing.records, token: head.text, more: listing.more, floor: floor).response(frames: request.acceptsFrames))
     }
 
     /// A prefix follows the path rules, except that a root name alone (`SaveGames`) is fine.
@@ -254,14 +261,27 @@ extension Request {
     }
 
     /// A JSON route's body must be `application/json` (parameters such as `charset` allowed): 415 otherwise.
-    func requireJSON() throws(Problem) {
+    /// `orFrames`: the route takes records in frames too, and says so.
+    func requireJSON(orFrames: Bool = false) throws(Problem) {
         let type = header("Content-Type")
         let mediaType = type.map { $0.split(separator: ";", maxSplits: 1).first.map(String.init) ?? "" }?
             .trimmingSpaces.lowercased()
         guard mediaType == "application/json" else {
-            throw Problem(.unsupportedMediaType, detail: type.map { "\(path) takes application/json, not \(quoted($0))" }
-                          ?? "\(path) takes application/json; the request has no Content-Type")
+            let takes = orFrames ? "application/json or \(RecordFrames.mediaType)" : "application/json"
+            throw Problem(.unsupportedMediaType, detail: type.map { "\(path) takes \(takes), not \(quoted($0))" }
+                          ?? "\(path) takes \(takes); the request has no Content-Type")
         }
+    }
+
+    /// The client reads records in frames (`Accept` names them).
+    var acceptsFrames: Bool { RecordFrames.accepted(by: header("Accept")) }
+}
+
+extension RecordPage {
+    /// The page as JSON, or in frames for a client that accepts them (its content as raw bytes).
+    func response(frames: Bool) -> Response {
+        guard frames else { return .json(jsonBytes) }
+        return Response(status: 200, contentType: RecordFrames.mediaType, headers: [("Vary", "Accept")], body: .bytes(framesBytes))
     }
 }
 
@@ -271,22 +291,42 @@ extension String {
     }
 }
 
-/// A modify batch read as it arrives (`ModifyRequestReader`): what is wrong with it is a `Problem`.
-final class ModifyBody: BodyParser {
+/// A modify batch read as it arrives: what is wrong with it is a `Problem`.
+protocol ModifyBody: BodyParser {
+    func finish() throws -> ModifyRequest
+}
+
+/// A batch in JSON (`ModifyRequestReader`).
+final class ModifyJSONBody: ModifyBody {
     private var reader: ModifyRequestReader
 
     init(limits: ModifyRequestReader.Limits) { reader = ModifyRequestReader(limits: limits) }
 
     func take(_ chunk: UnsafeRawBufferPointer) throws {
-        do { try reader.take(chunk) } catch { throw Self.problem(error) }
+        do { try reader.take(chunk) } catch { throw modifyProblem(error) }
     }
 
     func finish() throws -> ModifyRequest {
-        do { return try reader.finish() } catch { throw Self.problem(error) }
+        do { return try reader.finish() } catch { throw modifyProblem(error) }
+    }
+}
+
+/// A batch in frames (`RecordFramesReader`).
+final class ModifyFramesBody: ModifyBody {
+    private var reader: RecordFramesReader
+
+    init(limits: RecordFramesReader.Limits) { reader = RecordFramesReader(limits: limits) }
+
+    func take(_ chunk: UnsafeRawBufferPointer) throws {
+        do { try reader.take(chunk) } catch { throw modifyProblem(error) }
     }
 
-    private static func problem(_ error: any Error) -> Problem {
-        if let limit = error as? BatchLimitError { return Problem(.tooLarge, detail: limit.message) }
-        return Problem(.badJSON, detail: "\(error)")
+    func finish() throws -> ModifyRequest {
+        do { return try ModifyRequest(frames: reader.finish()) } catch { throw modifyProblem(error) }
     }
+}
+
+private func modifyProblem(_ error: any Error) -> Problem {
+    if let limit = error as? BatchLimitError { return Problem(.tooLarge, detail: limit.message) }
+    return Problem(.badJSON, detail: "\(error)")
 }

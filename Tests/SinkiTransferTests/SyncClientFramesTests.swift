@@ -1,0 +1,70 @@
+import Foundation
+import SinkiLoop
+import SinkiRecord
+import SinkiServer
+import SinkiSupport
+import SinkiTestSupport
+import SinkiTransfer
+import Testing
+
+/// The sync client's records in frames against a real sinki server on 127.0.0.1 (in this process), on a
+/// real libuv loop: it reads pages in frames, and sends batches in frames once the server has answered
+/// it in them (a server older than frames answers JSON, and is sent JSON).
+@Suite struct SyncClientFramesTests {
+    /// The agent's shape: an actor on the loop owning the client.
+    actor Device {
+        nonisolated let loop: EventLoop
+        nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+        let client: SyncClient
+
+        init(loop: EventLoop, base: String, name: String) {
+            self.loop = loop
+            client = SyncClient(http: HTTPClient(loop: loop, logger: Logger(label: "frames-test", level: .warning)),
+                                base: base, token: nil, device: name)
+        }
+
+        var sendsFrames: Bool { client.sendsFrames }
+        func modify(_ records: [Record]) async throws -> ModifyResponse { try await client.modify(records: records) }
+        func changes(since: String?) async throws -> RecordPage { try await client.changes(since: since, wait: 0, limit: 100) }
+        func record(at path: String) async throws -> Record? { try await client.record(at: path) }
+    }
+
+    static func file(_ path: String, _ content: [UInt8], device: String) -> Record {
+        Record(path: path, type: "keep-both", data: Deflate.compress(content), size: Int64(content.count),
+               sha256: Digest.sha256Hex(content), mode: 0o644, modifiedAt: 1, device: device)
+    }
+
+    @Test func batchesGoInFramesOnceTheServerHasAnsweredInThem() async throws {
+        let directory = TemporaryDirectory("sinki-frames-client")
+        var configuration = ServerConfiguration(listen: "127.0.0.1:0", dataDirectory: directory.child("data"))
+        // The client's encoding against the server's routes, without tokens (the agents' tests use them).
+        configuration.authentication = .none
+        let server = try SyncServer(configuration: configuration, logger: Logger(label: "frames-server", level: .warning))
+        try server.start()
+        defer { server.stop() }
+        let thread = LoopThread()
+        defer { thread.stop() }
+        let base = "http://127.0.0.1:\(server.boundPort)"
+        let laptop = Device(loop: thread.loop, base: base, name: "laptop")
+        let phone = Device(loop: thread.loop, base: base, name: "phone")
+
+        // Before any page, JSON: the server might not know frames.
+        #expect(await !laptop.sendsFrames)
+        let first = Self.file("S/first.bin", Array(repeating: 7, count: 10_000), device: "laptop")
+        #expect(try await laptop.modify([first]).results.map(\.status) == [.saved])
+        let page = try await laptop.changes(since: nil)
+        #expect(await laptop.sendsFrames)
+        // Its own record comes without content (omitDataFrom), in frames or not.
+        #expect(page.records.map(\.path) == ["S/first.bin"] && page.records[0].data == nil)
+
+        let bytes = (0..<50_000).map { UInt8(truncatingIfNeeded: $0 * 7919 >> 3) }
+        let second = Self.file("S/second.bin", bytes, device: "laptop")
+        #expect(try await laptop.modify([second]).results.map(\.status) == [.saved])
+        // Another device reads both, content and all, byte for byte as sent.
+        let seen = try await phone.changes(since: nil)
+        #expect(await phone.sendsFrames)
+        #expect(seen.records.map(\.data) == [first.data, second.data])
+        #expect(try Deflate.decompress(seen.records[1].data ?? [], expectedSize: bytes.count) == bytes)
+        #expect(try await phone.record(at: "S/second.bin")?.data == second.data)
+    }
+}
