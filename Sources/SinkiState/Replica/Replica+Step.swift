@@ -21,8 +21,11 @@ extension Replica {
             step.recorded += settledElsewhere
         }
         let scheduler = self.scheduler
+        // A page that sends plans about what a batch takes; one that cannot send yet is planned again
+        // (rewound) once it can, so it too is no longer than that.
+        let limit = options.canSend ? min(options.maxRecords, scheduler.savePageLimit) : options.maxRecords
         let page = try store.reading {
-            try scheduler.nextPage(limit: options.maxRecords, excludingRoots: options.excludingRoots, remoteOnly: !options.canSend)
+            try scheduler.nextPage(limit: limit, excludingRoots: options.excludingRoots, remoteOnly: !options.canSend)
         }
         step.settled = page.settled && settledElsewhere == 0
         if page.planned.isEmpty { return step }
@@ -41,6 +44,7 @@ extension Replica {
             let started = Clock.monotonic()
             let built = try uploader.build(round.saves, maxBytes: options.maxBytes)
             step.batch = built.records
+            scheduler.batchBuilt(taken: built.records.count, left: built.left.map(\.recordPath))
             if logger.isEnabled(.debug) {
                 // What a batch carries: renames travel as their source's name, never as bytes again.
                 let renamed = built.records.count { $0.record.movedFrom != nil }
