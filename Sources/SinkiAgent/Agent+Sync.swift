@@ -25,7 +25,7 @@ struct SyncRounds {
 extension Agent {
     /// Up to this many modify requests in flight: the next batch is read and compressed while the
     /// server commits the previous one.
-    static let pushDepth = 2
+    static let pushDepth = 3
 
     /// Starts rounds if none runs; asks for another if one does.
     func pumpSync() {
@@ -63,9 +63,9 @@ extension Agent {
             let width = max(1, configuration.transfer.parallel)
             var options = StepOptions()
             options.canSend = caughtUp && accessOpen && access.storageOpen(now: Clock.now()) && (reachable == true || pushProbe)
-            options.canPush = pushTasks.count < Self.pushDepth
+            options.canPush = pushTasks.count < Self.pushDepth || stagedPush == nil
             options.maxRecords = configuration.batchRecords
-            options.maxBytes = pushPace.maxBytes(configured: configuration.batchBytes)
+            options.maxBytes = pushPace.maxBytes(configured: configuration.batchBytes, depth: Self.pushDepth)
             options.uploadSlots = max(0, width - transfers.uploads.count)
             options.fetchSlots = max(0, 4 * width - rounds.fetching.count)
             options.downloadSlots = max(0, width - transfers.downloading.count)
@@ -83,7 +83,7 @@ extension Agent {
             }
             if !step.batch.isEmpty {
                 pushProbe = false
-                push(step.batch)
+                if pushTasks.count < Self.pushDepth { push(step.batch) } else { stagedPush = step.batch }
             }
             for fetch in step.fetches { startFetch(fetch) }
             for path in step.uploads { startUpload(path) }
@@ -116,8 +116,16 @@ extension Agent {
         nextPushID += 1
         if pushRun == nil { pushRun = PushProgress(startedAt: Clock.monotonic()) }
         pushTasks[id] = Task {
+            var answered = false
             defer {
                 pushTasks[id] = nil
+                // The batch built meanwhile goes now; after a failure it is planned again with the rest.
+                if answered, !stopping, let staged = stagedPush {
+                    stagedPush = nil
+                    push(staged)
+                } else if !answered {
+                    dropStagedPush()
+                }
                 finishIfIdle()
                 pumpSync()
             }
@@ -128,6 +136,7 @@ extension Agent {
                 let sentAt = Clock.monotonic()
                 let sharing = pushTasks.count
                 let response = try await client.modify(body)
+                answered = true
                 pushPace.answered(bodyBytes: body.bytes.count, seconds: Double(Clock.monotonic() - sentAt) / 1e9, sharing: max(sharing, pushTasks.count))
                 connected()
                 storageHasRoom()
@@ -166,6 +175,17 @@ extension Agent {
                 await replica.sendFailed(batch)
                 logger.error("push failed: \(error)")
             }
+        }
+    }
+
+    /// The staged batch goes back to be planned again (a stop, a push that failed): its paths are no
+    /// longer in flight.
+    func dropStagedPush() {
+        guard let staged = stagedPush, let replica else { return }
+        stagedPush = nil
+        Task {
+            await replica.sendFailed(staged)
+            pumpSync()
         }
     }
 

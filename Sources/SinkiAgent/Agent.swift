@@ -79,6 +79,10 @@ public actor Agent {
     var pullTask: Task<Void, Never>?
     var pushTasks: [Int: Task<Void, Never>] = [:]
     var nextPushID = 0
+    /// A batch built while every modify request was in flight: sent the moment one is answered, so
+    /// that the link does not wait out the next batch's planning and reading (40 ms an answer, a
+    /// quarter of the sender's link at 20 ms / 100 Mbit/s).
+    var stagedPush: [Outgoing]?
     /// The current run of sending (nil once nothing waits): what status says of a long push.
     var pushRun: PushProgress?
     /// The current run of applying remote changes (nil once nothing waits): a first download's totals.
@@ -168,6 +172,7 @@ public actor Agent {
         endRetryWaits()
         sleeper?.wakeAll()
         for task in pushTasks.values { task.cancel() }
+        dropStagedPush()
         cancelUploads()
         // Downloads end where they stand (the partial file stays for the next run); their workers
         // (placing a chunk, hashing) finish before the process exits.

@@ -38,4 +38,15 @@ import Testing
         pace.answered(bodyBytes: 1000, seconds: 0)
         #expect(pace.bytesPerSecond == 9_375_000)
     }
+
+    @Test func requestsSharingTheLinkEachCarryTheirShareOfTheQuarterSecond() {
+        var pace = PushPace()
+        // 100 Mbit/s: three requests at once each carry a third of 3.125 MB, so that each commits a
+        // quarter second after its first byte, not three quarters.
+        pace.answered(bodyBytes: 1_250_000, seconds: 0.1)
+        #expect(pace.maxBytes(configured: Self.configured, depth: 3) == 1_041_666)
+        #expect(pace.maxBytes(configured: Self.configured, depth: 1) == 3_125_000)
+        // Never below the floor, however many share.
+        #expect(pace.maxBytes(configured: Self.configured, depth: 100) == PushPace.floor)
+    }
 }
