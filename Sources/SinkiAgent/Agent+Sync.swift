@@ -23,8 +23,8 @@ struct SyncRounds {
 }
 
 extension Agent {
-    /// Up to this many modify requests in flight: the next batch is read and compressed while the
-    /// server commits the previous one.
+    /// Up to this many modify requests in flight (and one more batch built, `stagedPush`): the next
+    /// batches travel while the server commits the previous one, a round trip away.
     static let pushDepth = 3
 
     /// Starts rounds if none runs; asks for another if one does.

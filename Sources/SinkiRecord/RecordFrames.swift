@@ -167,7 +167,8 @@ public struct RecordFramesReader {
             throw BatchLimitError(message: "record \(records.count + (kind == RecordFrames.record ? 1 : 0)) of the batch: a frame of \(count) bytes, over the \(most) bytes it may carry")
         }
         pending = []
-        pending.reserveCapacity(count)
+        // What a header declares is not there yet: memory grows with the bytes that come.
+        pending.reserveCapacity(min(count, 1 << 20))
         length = count
         if count == 0 { try endFrame() }
     }

@@ -161,13 +161,7 @@ public struct RecordPage: Sendable, Equatable {
         writer.beginArray()
         for record in records { record.write(to: &writer) }
         writer.endArray()
-        writer.field("token", token)
-        writer.field("more", more)
-        if let floor { writer.field("floor", floor) }
-        if let inflight {
-            writer.key("inflight")
-            inflight.write(to: &writer)
-        }
+        writeEnvelopeFields(to: &writer)
         writer.endObject()
         return writer.bytes
     }
@@ -184,6 +178,12 @@ public struct RecordPage: Sendable, Equatable {
 
     private func writeEnvelope(to writer: inout JSONWriter) {
         writer.beginObject()
+        writeEnvelopeFields(to: &writer)
+        writer.endObject()
+    }
+
+    /// What a page says besides its records, as members of the object being written.
+    private func writeEnvelopeFields(to writer: inout JSONWriter) {
         writer.field("token", token)
         writer.field("more", more)
         if let floor { writer.field("floor", floor) }
@@ -191,7 +191,6 @@ public struct RecordPage: Sendable, Equatable {
             writer.key("inflight")
             inflight.write(to: &writer)
         }
-        writer.endObject()
     }
 
     /// A page as the server sent it: in frames when its `Content-Type` says so, JSON otherwise.
