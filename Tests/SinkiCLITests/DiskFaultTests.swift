@@ -95,7 +95,7 @@ import Testing
         try await cluster.waitForConvergence("a", "b", timeout: 10) { $0.entries.count == 3 }
         let lockedOnB = cluster.root("b") + "/locked.save"
         try Self.system(cluster, "/usr/bin/chattr", ["+i", lockedOnB])
-        defer { try? Self.system(cluster, "/usr/bin/chattr", ["-i", lockedOnB]) }
+        defer { _ = try? Self.system(cluster, "/usr/bin/chattr", ["-i", lockedOnB]) }
         try FileManager.default.setAttributes([.posixPermissions: 0o555], ofItemAtPath: cluster.root("b") + "/shut")
 
         try writeFile(cluster.root("a") + "/locked.save", "v2 from a")

@@ -26,7 +26,7 @@ import Testing
     /// Writes `count` seeded bytes to `path` a piece at a time (a file of a gibibyte never sits in memory).
     func writeLarge(_ path: String, count: Int, seed: UInt64) throws {
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: path + ".tmp", contents: nil)
+        #expect(FileManager.default.createFile(atPath: path + ".tmp", contents: nil))
         let handle = try #require(FileHandle(forWritingAtPath: path + ".tmp"))
         var generator = SeededRandom(seed: seed)
         var left = count
@@ -111,7 +111,7 @@ import Testing
         for (index, data) in small.enumerated() { #expect(FileManager.default.contents(atPath: b + "/m\(index).bin") == data) }
 
         let records = try cluster.serverRecords(withData: true)
-        for (name, data) in [("video/big.bin", big)] + small.enumerated().map { ("m\($0.offset).bin", $0.element) } {
+        for (name, data) in [("video/big.bin", big)] + small.enumerated().map({ ("m\($0.offset).bin", $0.element) }) {
             let record = try #require(records.first { $0.path == "SaveGames/" + name })
             let asset = try #require(record.asset, "\(name) should travel as chunks")
             #expect(asset.isManifest && record.data == nil && asset.size == record.size)
