@@ -2,7 +2,7 @@ import SinkiRecord
 
 /// Fuzz target `record-json` (docs/fuzzing.md): the bytes as every JSON document a peer sends the agent
 /// or the server — a change-feed or look-up page, a modify request and its response, a problem document,
-/// any value through the generic reader. Each parse either throws or gives a value that is written out
+/// any value through the generic reader — and as a page or a modify request in frames. Each parse either throws or gives a value that is written out
 /// and read back unchanged: what one side writes, the other reads as it was meant.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRecordJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
@@ -33,6 +33,16 @@ func checkDocuments(_ input: [UInt8]) {
     }
     if let request = try? ModifyRequest.parse(input) {
         roundTrips("ModifyRequest", request, { $0.jsonBytes }, ModifyRequest.parse)
+    }
+    // The same documents in frames (docs/protocol.md, "Records in frames"): read back as written, and
+    // the same as their JSON.
+    if let page = try? RecordPage.parse(input, contentType: RecordFrames.mediaType) {
+        roundTrips("RecordPage in frames", page, { $0.framesBytes }, { try RecordPage.parse($0, contentType: RecordFrames.mediaType) })
+        roundTrips("RecordPage from frames", page, { $0.jsonBytes }, RecordPage.parse)
+    }
+    if let request = try? ModifyRequest.parse(frames: input) {
+        roundTrips("ModifyRequest in frames", request, { $0.framesBytes }, ModifyRequest.parse(frames:))
+        roundTrips("ModifyRequest from frames", request, { $0.jsonBytes }, ModifyRequest.parse)
     }
     if let response = try? ModifyResponse.parse(input) {
         roundTrips("ModifyResponse", response, { $0.jsonBytes }, ModifyResponse.parse)
