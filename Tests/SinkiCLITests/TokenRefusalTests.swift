@@ -76,9 +76,12 @@ import Testing
         try await cluster.waitForConvergence("a", "b", timeout: 30) { $0.entries.count == 5 }
         let logs = [try #require(cluster.agent("a")?.errors), try #require(cluster.agent("b")?.errors)]
         #expect(logs.contains { $0.contains("the server asks to slow down: waiting") }, "no agent was ever limited: the test proves nothing")
-        // Waited out, not retried at once: no more 429s than seconds that passed (and a few to spare).
+        // Waited out, not retried at once: a retry at once meets hundreds a second. Each agent waits out a
+        // 429's second, then its feed and its pushes (and now and then a digest check) go at once, and
+        // one of them meets the next second's limit: about one 429 an agent a second (36 in 19 s here,
+        // 31 in 13 s on a loaded machine, where twice the seconds was the bound and failed by one).
         let limited = logs.map { $0.components(separatedBy: ": 429,").count - 1 }.reduce(0, +)
         let seconds = Int(Date().timeIntervalSince(started).rounded(.up))
-        #expect(limited <= 2 * seconds + 4, "\(limited) answers of 429 in \(seconds) s")
+        #expect(limited <= 3 * seconds + 4, "\(limited) answers of 429 in \(seconds) s")
     }
 }
