@@ -18,26 +18,19 @@ public enum RecordFrames {
 
     /// True when a media type (parameters and case aside) is `mediaType`.
     public static func names(_ contentType: String?) -> Bool {
-        guard let contentType else { return false }
-        let type = contentType.split(separator: ";", maxSplits: 1).first.map(String.init) ?? ""
-        return trimmed(type).lowercased() == mediaType
+        MediaType.essence(of: contentType) == mediaType
     }
 
     /// True when an `Accept` header lists `mediaType` (with a quality above 0).
     public static func accepted(by accept: String?) -> Bool {
         guard let accept else { return false }
         for item in accept.split(separator: ",") {
-            let parts = item.split(separator: ";").map { trimmed(String($0)).lowercased() }
+            let parts = item.split(separator: ";").map { String($0).trimmingSpaces.lowercased() }
             guard parts.first == mediaType else { continue }
             let refused = parts.dropFirst().contains { $0.hasPrefix("q=") && (Double($0.dropFirst(2)) ?? 1) == 0 }
             if !refused { return true }
         }
         return false
-    }
-
-    private static func trimmed(_ text: String) -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        return String(text.drop(while: isSpace).reversed().drop(while: isSpace).reversed())
     }
 }
 

@@ -46,8 +46,7 @@ struct MintTokenRoute: Route {
         guard request.identity.tokenID != nil else {
             throw Problem(.badRequest, detail: "this server runs without device tokens; it mints none")
         }
-        let type = request.header("Content-Type").map { ($0.split(separator: ";").first.map(String.init) ?? "").trimmingSpaces.lowercased() }
-        guard type == "application/json" else {
+        guard MediaType.essence(of: request.header("Content-Type")) == "application/json" else {
             throw Problem(.unsupportedMediaType, detail: "\(request.path) takes application/json")
         }
         // A mint request is a few fields; nothing legitimate comes near this.

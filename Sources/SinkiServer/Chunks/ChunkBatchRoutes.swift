@@ -19,7 +19,7 @@ struct ChunkBatchRoute: Route {
 
     func begin(_ request: Request) throws -> BodyPolicy {
         try request.requireWritable()
-        let type = request.header("Content-Type")?.split(separator: ";", maxSplits: 1).first.map { String($0).trimmingSpaces.lowercased() }
+        let type = MediaType.essence(of: request.header("Content-Type"))
         guard type == ChunkFrames.mediaType else {
             throw Problem(.unsupportedMediaType, detail: "\(request.path) takes \(ChunkFrames.mediaType), not \(type.map(quoted) ?? "a body without Content-Type")")
         }

@@ -14,20 +14,25 @@ struct ModifyRoute: Route {
     func begin(_ request: Request) throws -> BodyPolicy {
         try request.requireWritable()
         if RecordFrames.names(request.header("Content-Type")) {
-            let data = Int(ModifyValidator.compressedBound(Int64(limits.maxInlineBytes)))
             return .parse(limit: limits.maxBodyBytes, ModifyFramesBody(limits: RecordFramesReader.Limits(
-                maxRecords: limits.maxBatchRecords, maxRecordBytes: limits.maxManifestChunks * 96 + (1 << 20),
-                maxDataBytes: data, maxEnvelopeBytes: 1 << 20)))
+                maxRecords: limits.maxBatchRecords, maxRecordBytes: Self.maxRecordBytes(limits, contentInJSON: false),
+                maxDataBytes: Self.maxContentBytes(limits), maxEnvelopeBytes: 1 << 20)))
         }
         try request.requireJSON(orFrames: true)
         return .parse(limit: limits.maxBodyBytes, ModifyJSONBody(limits: ModifyRequestReader.Limits(
             maxRecords: limits.maxBatchRecords, maxRecordBytes: Self.maxRecordBytes(limits), maxEnvelopeBytes: 1 << 20)))
     }
 
-    /// The most JSON one record of a batch can take and still be saved: inline content of the largest
-    /// size, in base64, or a manifest of the most chunks (each `["<64 hex>",SIZE]`), and its fields.
-    static func maxRecordBytes(_ limits: ServerLimits) -> Int {
-        let data = Int(ModifyValidator.compressedBound(Int64(limits.maxInlineBytes))) / 3 * 4 + 4
+    /// The most inline content one record can carry and still be saved: a zlib stream of the largest size.
+    static func maxContentBytes(_ limits: ServerLimits) -> Int {
+        Int(ModifyValidator.compressedBound(Int64(limits.maxInlineBytes)))
+    }
+
+    /// The most JSON one record of a batch can take and still be saved: a manifest of the most chunks
+    /// (each `["<64 hex>",SIZE]`), or with `contentInJSON` inline content of the largest size in base64,
+    /// and its fields. In frames the content is a frame of its own.
+    static func maxRecordBytes(_ limits: ServerLimits, contentInJSON: Bool = true) -> Int {
+        let data = contentInJSON ? maxContentBytes(limits) / 3 * 4 + 4 : 0
         return max(data, limits.maxManifestChunks * 96) + (1 << 20)
     }
 
@@ -264,9 +269,7 @@ extension Request {
     /// `orFrames`: the route takes records in frames too, and says so.
     func requireJSON(orFrames: Bool = false) throws(Problem) {
         let type = header("Content-Type")
-        let mediaType = type.map { $0.split(separator: ";", maxSplits: 1).first.map(String.init) ?? "" }?
-            .trimmingSpaces.lowercased()
-        guard mediaType == "application/json" else {
+        guard MediaType.essence(of: type) == "application/json" else {
             let takes = orFrames ? "application/json or \(RecordFrames.mediaType)" : "application/json"
             throw Problem(.unsupportedMediaType, detail: type.map { "\(path) takes \(takes), not \(quoted($0))" }
                           ?? "\(path) takes \(takes); the request has no Content-Type")
@@ -282,12 +285,6 @@ extension RecordPage {
     func response(frames: Bool) -> Response {
         guard frames else { return .json(jsonBytes) }
         return Response(status: 200, contentType: RecordFrames.mediaType, headers: [("Vary", "Accept")], body: .bytes(framesBytes))
-    }
-}
-
-extension String {
-    var trimmingSpaces: String {
-        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
     }
 }
 

@@ -90,8 +90,7 @@ enum TusEndpoint {
     }
 
     static func checkChunkType(_ type: String?) throws(Problem) {
-        let media = type.map { ($0.split(separator: ";").first.map(String.init) ?? "").trimmingSpaces.lowercased() }
-        guard media == Tus.chunkType else {
+        guard MediaType.essence(of: type) == Tus.chunkType else {
             throw Problem(.unsupportedMediaType, detail: "a chunk is sent as \(Tus.chunkType), not \(type.map(quoted) ?? "without Content-Type")")
         }
     }
