@@ -32,7 +32,7 @@ func checkDocuments(_ input: [UInt8]) {
         roundTrips("RecordPage", page, { $0.jsonBytes }, RecordPage.parse)
     }
     if let request = try? ModifyRequest.parse(input) {
-        roundTrips("ModifyRequest", request, { $0.jsonBytes }, ModifyRequest.parse)
+        roundTrips("ModifyRequest", request, { $0.jsonBytes }, ModifyRequest.parse(_:))
     }
     // The same documents in frames (docs/protocol.md, "Records in frames"): read back as written, and
     // the same as their JSON.
@@ -42,7 +42,7 @@ func checkDocuments(_ input: [UInt8]) {
     }
     if let request = try? ModifyRequest.parse(frames: input) {
         roundTrips("ModifyRequest in frames", request, { $0.framesBytes }, ModifyRequest.parse(frames:))
-        roundTrips("ModifyRequest from frames", request, { $0.jsonBytes }, ModifyRequest.parse)
+        roundTrips("ModifyRequest from frames", request, { $0.jsonBytes }, ModifyRequest.parse(_:))
     }
     if let response = try? ModifyResponse.parse(input) {
         roundTrips("ModifyResponse", response, { $0.jsonBytes }, ModifyResponse.parse)
