@@ -119,11 +119,17 @@ public struct RecordFramesReader {
 
     /// Takes the next bytes of the body.
     public mutating func take(_ bytes: UnsafeRawBufferPointer) throws {
+        guard try takeUntilEnvelope(bytes) == bytes.count else {
+            throw RecordFramesError(offset: offset, message: "bytes after the envelope, which ends the body")
+        }
+    }
+
+    /// Takes bytes up to the end of the envelope frame when they hold it; returns how many it took. For
+    /// bodies that follow each other (`RecordPageStream`): once `hasEnvelope`, `finish` and go on.
+    public mutating func takeUntilEnvelope(_ bytes: UnsafeRawBufferPointer) throws -> Int {
         var index = 0
         while index < bytes.count {
-            guard envelope == nil else {
-                throw RecordFramesError(offset: offset, message: "bytes after the envelope, which ends the body")
-            }
+            guard envelope == nil else { return index }
             guard let length else {
                 let step = min(RecordFrames.headerBytes - pending.count, bytes.count - index)
                 pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<(index + step)]))
@@ -138,7 +144,14 @@ public struct RecordFramesReader {
             offset += step
             if pending.count == length { try endFrame() }
         }
+        return index
     }
+
+    /// Whether the envelope frame, which ends a body, is in.
+    public var hasEnvelope: Bool { envelope != nil }
+
+    /// Whether no byte of a body has come yet.
+    public var isUntouched: Bool { offset == 0 }
 
     /// A frame's header is in: its kind and length checked against the limits before its payload comes.
     private mutating func beginFrame() throws {

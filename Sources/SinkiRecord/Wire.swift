@@ -196,7 +196,11 @@ public struct RecordPage: Sendable, Equatable {
     /// A page as the server sent it: in frames when its `Content-Type` says so, JSON otherwise.
     public static func parse(_ bytes: [UInt8], contentType: String?) throws -> RecordPage {
         guard RecordFrames.names(contentType) else { return try parse(bytes) }
-        let body = try RecordFramesReader.parse(bytes)
+        return try parse(frames: RecordFramesReader.parse(bytes))
+    }
+
+    /// A page from its body's records and envelope in frames.
+    static func parse(frames body: (records: [Record], envelope: [UInt8])) throws -> RecordPage {
         var page = try parse(body.envelope)
         page.records = body.records
         return page
@@ -335,5 +339,34 @@ public enum FeedToken {
     public static func atLeast(_ token: String, floor: Int64) -> String {
         guard let tag = tag(of: token), tag < floor, let dot = token.utf8.lastIndex(of: UInt8(ascii: ".")) else { return token }
         return String(decoding: token.utf8[..<dot], as: UTF8.self) + ".\(floor)"
+    }
+}
+
+/// The pages of a streamed feed answer (docs/protocol.md, "A feed that streams") read as its bytes
+/// arrive: each page is whole at its envelope frame.
+public struct RecordPageStream {
+    private var reader = RecordFramesReader()
+
+    public init() {}
+
+    /// Takes the next bytes of the answer; returns the pages they complete, in order.
+    public mutating func take(_ bytes: UnsafeRawBufferPointer) throws -> [RecordPage] {
+        var pages: [RecordPage] = []
+        var index = 0
+        while index < bytes.count {
+            index += try reader.takeUntilEnvelope(UnsafeRawBufferPointer(rebasing: bytes[index...]))
+            if reader.hasEnvelope {
+                pages.append(try RecordPage.parse(frames: reader.finish()))
+                reader = RecordFramesReader()
+            }
+        }
+        return pages
+    }
+
+    /// The answer is all in: it must end where a page ended (a cut one ends mid-page).
+    public func finish() throws {
+        guard reader.isUntouched else {
+            throw RecordFramesError(offset: 0, message: "the answer ends inside a page, before its envelope frame (cut off?)")
+        }
     }
 }

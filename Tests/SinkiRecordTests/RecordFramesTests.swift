@@ -70,6 +70,38 @@ import Testing
         }
     }
 
+    @Test func aStreamOfPagesReadsBackPageByPageHoweverItIsCut() throws {
+        let pages = [RecordPage(records: Self.records(4, seed: 11), token: "s.1", more: true),
+                     RecordPage(records: [], token: "s.1", more: false, inflight: InFlightNews(position: 3, ended: ["x"])),
+                     RecordPage(records: Self.records(2, seed: 12), token: "s.9", more: false)]
+        let bytes = pages.flatMap(\.framesBytes)
+        let ends = pages.indices.map { index in pages[...index].reduce(0) { $0 + $1.framesBytes.count } }
+        for step in [1, 7, 64, bytes.count] {
+            var stream = RecordPageStream()
+            var read: [RecordPage] = []
+            var offset = 0
+            while offset < bytes.count {
+                let end = min(bytes.count, offset + step)
+                read += try bytes[offset..<end].withUnsafeBytes { try stream.take($0) }
+                offset = end
+                // A page is handed over as soon as its envelope is in, not later.
+                #expect(read.count == ends.filter { $0 <= offset }.count, "step \(step) at \(offset)")
+            }
+            try stream.finish()
+            #expect(read == pages, "step \(step)")
+        }
+        // Cut inside a page, the answer is refused at its end; cut between pages, it is whole.
+        for end in 1..<bytes.count {
+            var stream = RecordPageStream()
+            _ = try bytes[..<end].withUnsafeBytes { try stream.take($0) }
+            if ends.contains(end) {
+                try stream.finish()
+            } else {
+                #expect(throws: RecordFramesError.self, "cut at \(end)") { try stream.finish() }
+            }
+        }
+    }
+
     @Test func aBodyCutAnywhereIsRefusedNotReadShort() throws {
         let frames = ModifyRequest(records: Self.records(6, seed: 1)).framesBytes
         for end in 0..<frames.count {
