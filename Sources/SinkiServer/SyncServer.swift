@@ -26,6 +26,9 @@ public struct ServerLimits: Sendable, Equatable {
     public var maxPageDataBytes = 32 << 20
     /// Longest long-poll a client may ask for, in seconds.
     public var maxWaitSeconds = 300
+    /// A streamed feed answer ends after the page that takes it past this many bytes (the client asks
+    /// again): what a reader that applies slower than it receives may hold unread.
+    public var maxStreamBytes = 8 << 20
     /// Largest declared size of one record's inline content.
     public var maxInlineBytes = 64 << 20
     /// Most chunks one manifest may name: 9 MiB stored, 19 MB of JSON; a file of 256 GiB at the mean

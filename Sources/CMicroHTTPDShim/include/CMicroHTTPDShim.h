@@ -46,4 +46,6 @@ int sinki_mhd_connection_fd(struct MHD_Connection *connection);
 /// What a content reader returns to end a response with an error (MHD_CONTENT_READER_END_WITH_ERROR,
 /// a macro with a cast, which Swift does not import).
 static const ssize_t sinki_mhd_reader_error = MHD_CONTENT_READER_END_WITH_ERROR;
+/// What a content reader returns when a body of unknown length is complete (MHD_CONTENT_READER_END_OF_STREAM).
+static const ssize_t sinki_mhd_reader_end = MHD_CONTENT_READER_END_OF_STREAM;
 #endif

@@ -516,6 +516,18 @@ final class HTTPServer: Sendable {
                 },
                 box.toOpaque(), { cls in Unmanaged<SourceBox>.fromOpaque(cls!).release() })
             if made == nil { box.release() }
+        case let .live(first, source):
+            let box = Unmanaged.passRetained(LiveBody(server: self, context: context, connection: connection, first: first, source: source))
+            // Unknown length: libmicrohttpd sends it chunked (HTTP/1.1) or ends it by closing (HTTP/1.0).
+            made = MHD_create_response_from_callback(
+                UInt64.max, Self.streamBlockSize,
+                { cls, _, buffer, most in
+                    let live = Unmanaged<LiveBody>.fromOpaque(cls!).takeUnretainedValue()
+                    guard let buffer, most > 0 else { return sinki_mhd_reader_error }
+                    return live.server.read(live, into: UnsafeMutableRawBufferPointer(start: buffer, count: most))
+                },
+                box.toOpaque(), { cls in Unmanaged<LiveBody>.fromOpaque(cls!).release() })
+            if made == nil { box.release() }
         case let .bytes(bytes):
             let pinned = Unmanaged.passRetained(PinnedBytes(bytes))
             made = MHD_create_response_from_buffer_with_free_callback_cls(
@@ -540,6 +552,71 @@ final class HTTPServer: Sendable {
         return MHD_queue_response(connection.raw, UInt32(response.status), made)
     }
 
+    /// libmicrohttpd asks a live body for more: what its source has, or, when it has nothing yet, the
+    /// connection parks in the hub (suspended from inside this callback, which libmicrohttpd allows) and
+    /// 0 tells libmicrohttpd to ask again once it is resumed. Its deadline, a hang-up, a revoked token or
+    /// the server stopping end the body cleanly; the client asks again from the last page it read.
+    fileprivate func read(_ live: LiveBody, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        while true {
+            if live.offset < live.pending.count {
+                let count = min(buffer.count, live.pending.count - live.offset)
+                live.pending.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[live.offset..<(live.offset + count)])) }
+                live.offset += count
+                return count
+            }
+            if live.ended { return sinki_mhd_reader_end }
+            if live.parked {
+                live.parked = false
+                if live.context.wakeSlot.reason != .changed {
+                    live.ended = true
+                    continue
+                }
+            }
+            let source = live.source
+            let generation = hub.generation(of: source.user)
+            do {
+                switch try source.next() {
+                case let .bytes(bytes):
+                    live.pending = bytes
+                    live.offset = 0
+                    if let token = live.context.tokenID { limiter.charge(token, bytes: bytes.count) }
+                    if logger.isEnabled(.debug) {
+                        logger.debug("\(live.context.method) \(live.context.path) goes on: \(bytes.count) bytes request \(live.context.requestID)")
+                    }
+                    continue
+                case .end:
+                    live.ended = true
+                    continue
+                case .wait:
+                    break
+                }
+            } catch {
+                logger.error("\(live.context.method) \(live.context.path) request \(live.context.requestID) cut mid-answer: \(error)")
+                return sinki_mhd_reader_error
+            }
+            if Clock.monotonic() >= source.deadline {
+                live.ended = true
+                continue
+            }
+            if !live.context.countedAsParked {
+                live.context.countedAsParked = true
+                parkedRequests.enter()
+            }
+            let connection = live.connection
+            switch hub.park(user: source.user, token: source.token, seen: generation, deadline: source.deadline,
+                            socket: sinki_mhd_connection_fd(connection.raw), slot: live.context.wakeSlot,
+                            suspend: connection.suspend, resume: connection.resume) {
+            case .parked:
+                live.parked = true
+                return 0
+            case .changed:
+                continue
+            case .stopping, .revoked:
+                live.ended = true
+            }
+        }
+    }
+
     /// The client's X-Request-Id when it is a sane token (so one id follows a change from agent to
     /// server log), else a fresh one.
     private static func requestID(from header: String?) -> String {
@@ -555,6 +632,29 @@ final class HTTPServer: Sendable {
 private final class SourceBox {
     let source: any ContentSource
     init(_ source: any ContentSource) { self.source = source }
+}
+
+/// A live body between libmicrohttpd's calls (`ResponseBody.live`), retained for it until its free
+/// callback. Used by the worker thread of its connection only.
+private final class LiveBody {
+    let server: HTTPServer
+    let context: RequestContext
+    let connection: Connection
+    let source: any LiveSource
+    /// What is being sent, from `offset`.
+    var pending: [UInt8]
+    var offset = 0
+    /// Parked in the hub since the last call: the wake slot says why it came back.
+    var parked = false
+    var ended = false
+
+    init(server: HTTPServer, context: RequestContext, connection: Connection, first: [UInt8], source: any LiveSource) {
+        self.server = server
+        self.context = context
+        self.connection = connection
+        pending = first
+        self.source = source
+    }
 }
 
 /// A response body lent to libmicrohttpd without a copy: it reads `bytes` in place until it calls the

@@ -128,6 +128,9 @@ enum ResponseBody {
     /// `length` bytes read from `source` piece by piece as libmicrohttpd sends them (a manifest asset
     /// from its chunk files): nothing is built whole on disk or in memory.
     case stream(any ContentSource, length: Int64)
+    /// `first`, then whatever `source` has as libmicrohttpd asks for more, in chunked encoding: an answer
+    /// that goes on while there is news (a streamed feed), parked in the waiter hub between them.
+    case live(first: [UInt8], any LiveSource)
 }
 
 extension ResponseBody {
@@ -136,6 +139,7 @@ extension ResponseBody {
         switch self {
         case let .bytes(bytes): return bytes.count
         case let .file(_, _, length), let .stream(_, length): return Int(clamping: length)
+        case let .live(first, _): return first.count
         }
     }
 }
@@ -146,6 +150,29 @@ protocol ContentSource: AnyObject {
     /// and at most `buffer.count`; returns how many. Throwing ends the answer mid-body: the connection
     /// closes and the client, short of `Content-Length`, asks again.
     func read(at offset: Int64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int
+}
+
+/// What a live body's source has when libmicrohttpd asks for more (`ResponseBody.live`).
+enum LiveStep {
+    /// More to send.
+    case bytes([UInt8])
+    /// Nothing yet: the connection parks until a commit for the source's user or its deadline.
+    case wait
+    /// The body is complete.
+    case end
+}
+
+/// Where a live body's bytes after its first come from. Used by the worker thread of its connection only.
+protocol LiveSource: AnyObject {
+    /// Whose commits wake it.
+    var user: String { get }
+    /// The token it is read under: revoking it ends the body.
+    var token: String? { get }
+    /// Monotonic nanoseconds: the body ends here.
+    var deadline: Int64 { get }
+    /// What there is now. Throwing ends the body mid-way: the connection closes and the client, short of
+    /// the last chunk, asks again.
+    func next() throws -> LiveStep
 }
 
 struct Response {

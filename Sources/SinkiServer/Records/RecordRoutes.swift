@@ -139,9 +139,11 @@ struct ModifyRoute: Route {
     }
 }
 
-/// `GET /v1/changes?since=TOKEN&wait=SECONDS&limit=N&omitDataFrom=DEVICE&inflight=N`: the change feed,
-/// long-polling when nothing is new. With `inflight`, the answer also carries the files other devices
-/// are sending now, announced after that position (and a long-poll answers as soon as there are some).
+/// `GET /v1/changes?since=TOKEN&wait=SECONDS&limit=N&omitDataFrom=DEVICE&inflight=N&stream=1`: the
+/// change feed, long-polling when nothing is new. With `inflight`, the answer also carries the files
+/// other devices are sending now, announced after that position (and a long-poll answers as soon as
+/// there are some). With `stream=1`, a long-poll answered in frames goes on after its first page with
+/// each page that commits until its `wait` is up (docs/protocol.md, "A feed that streams").
 struct ChangesRoute: Route {
     let store: any RecordStore
     let limits: ServerLimits
@@ -159,12 +161,6 @@ struct ChangesRoute: Route {
                 throw Problem(.tokenExpired, detail: "token \(since.text) is older than the retained history (from \(floor)); start over without one")
             }
         }
-        let limit = PageLimit(records: count, dataBytes: limits.maxPageDataBytes)
-        let user = request.identity.user
-        let store = self.store
-        // A token narrowed to a prefix reads a feed of that prefix only: the store filters, so the token
-        // moves past nothing it did not send.
-        let prefix = request.scopePrefix
         // A writer already has the content of its own records: the feed it reads leaves it out.
         let omitDataFrom = try request.query("omitDataFrom").flatMap { $0.isEmpty ? nil : $0 }
         let inflightAfter = try request.query("inflight").map { text throws(Problem) -> Int64 in
@@ -173,32 +169,40 @@ struct ChangesRoute: Route {
             }
             return value
         }
-        // Its own files are no news to a device: named as its records name it (agents may share a token).
-        let board = inflight, device = omitDataFrom ?? request.identity.device
-        func news() -> InFlightNews? {
-            inflightAfter.flatMap { board.news(user: user, after: $0, reader: device, within: prefix) }
-        }
-        let chunks = self.chunks
         let frames = request.acceptsFrames
-        func page(_ batch: ChangeBatch, _ news: InFlightNews?) -> Response {
-            let token = ChangeToken(storeID: since.storeID, tag: batch.lastTag)
-            var records = batch.records
-            chunks.flagIncomplete(&records, user: user)
-            if let omitDataFrom {
-                for index in records.indices where records[index].device == omitDataFrom { records[index].data = nil }
-            }
-            return RecordPage(records: records, token: token.text, more: batch.more, inflight: news).response(frames: frames)
+        // Only frames stream: a page's envelope closes it, so a reader knows where each ends.
+        let streams = try request.flagQuery("stream") && frames && wait > 0
+        let feed = FeedReader(
+            store: store, chunks: chunks, board: inflight, user: request.identity.user, storeID: since.storeID,
+            limit: PageLimit(records: count, dataBytes: limits.maxPageDataBytes),
+            // A token narrowed to a prefix reads a feed of that prefix only: the store filters, so the token
+            // moves past nothing it did not send.
+            prefix: request.scopePrefix, omitDataFrom: omitDataFrom,
+            // Its own files are no news to a device: named as its records name it (agents may share a token).
+            device: omitDataFrom ?? request.identity.device)
+        guard wait > 0 else {
+            return .response(try feed.page(after: since.tag, inflightAfter: inflightAfter).page.response(frames: frames))
         }
-        let empty = ChangeBatch(records: [], lastTag: since.tag, more: false)
-        guard wait > 0 else { return .response(page(try store.changes(user: user, after: since.tag, limit: limit, within: prefix), news())) }
+        let deadline = Clock.monotonic() + Int64(wait) * 1_000_000_000
+        let user = request.identity.user, token = request.identity.tokenID, maxStreamBytes = limits.maxStreamBytes
         return .longPoll(LongPoll(
-            user: user, token: request.identity.tokenID, deadline: Clock.monotonic() + Int64(wait) * 1_000_000_000,
+            user: user, token: token, deadline: deadline,
             poll: {
-                let news = news()
-                let batch = try store.changes(user: user, after: since.tag, limit: limit, within: prefix)
-                return batch.records.isEmpty && news == nil ? nil : page(batch, news)
+                let read = try feed.page(after: since.tag, inflightAfter: inflightAfter)
+                guard !read.isEmpty else { return nil }
+                guard streams else { return read.page.response(frames: frames) }
+                let bytes = read.page.framesBytes
+                let rest = FeedStream(feed: feed, user: user, token: token, deadline: deadline, after: read.lastTag,
+                                      inflightAfter: read.page.inflight?.position ?? inflightAfter, sent: bytes.count, maxBytes: maxStreamBytes)
+                // A proxy that buffers answers (nginx does) would hold each page until the stream ends.
+                return Response(status: 200, contentType: RecordFrames.mediaType, headers: [("Vary", "Accept"), ("X-Accel-Buffering", "no")],
+                                body: .live(first: bytes, rest))
             },
-            expire: { page(empty, news()) }))
+            expire: {
+                let empty = RecordPage(records: [], token: ChangeToken(storeID: since.storeID, tag: since.tag).text, more: false,
+                                       inflight: feed.news(after: inflightAfter))
+                return empty.response(frames: frames)
+            }))
     }
 }
 

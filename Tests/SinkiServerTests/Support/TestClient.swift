@@ -140,8 +140,21 @@ final class TestConnection {
         pending.append(contentsOf: chunk[0..<got])
     }
 
-    /// Reads one response (Content-Length bodies only: the server sends no other kind).
+    /// Reads one response (a Content-Length body; a chunked one is read with `receiveHead` and
+    /// `receiveChunk`).
     func receive(timeout: Double = 15, expectBody: Bool = true) throws -> TestResponse {
+        let deadline = Date().addingTimeInterval(timeout)
+        var head = try receiveHead(timeout: timeout)
+        // A HEAD answer announces a length it does not send.
+        let length = expectBody ? Int(head.header("Content-Length") ?? "0") ?? 0 : 0
+        while pending.count < length { try fill(timeout: max(0, deadline.timeIntervalSinceNow)) }
+        head.body = Array(pending[0..<length])
+        pending.removeFirst(length)
+        return head
+    }
+
+    /// Reads a response's head; its body, if chunked, follows through `receiveChunk`.
+    func receiveHead(timeout: Double = 15) throws -> TestResponse {
         let deadline = Date().addingTimeInterval(timeout)
         var headEnd: Int?
         while headEnd == nil {
@@ -156,13 +169,33 @@ final class TestConnection {
             guard let colon = line.firstIndex(of: ":") else { continue }
             headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
-        // A HEAD answer announces a length it does not send.
-        let length = expectBody ? Int(headers["content-length"] ?? "0") ?? 0 : 0
-        let bodyStart = headEnd! + 4
-        while pending.count < bodyStart + length { try fill(timeout: max(0, deadline.timeIntervalSinceNow)) }
-        let body = Array(pending[bodyStart..<bodyStart + length])
-        pending.removeFirst(bodyStart + length)
-        return TestResponse(status: status, headers: headers, body: body)
+        pending.removeFirst(headEnd! + 4)
+        return TestResponse(status: status, headers: headers, body: [])
+    }
+
+    /// The next chunk of a chunked body; nil at its last, empty one (its trailer read too).
+    func receiveChunk(timeout: Double = 15) throws -> [UInt8]? {
+        let deadline = Date().addingTimeInterval(timeout)
+        func line() throws -> String {
+            while true {
+                if let end = pending.indices.dropLast().first(where: { pending[$0] == 13 && pending[$0 + 1] == 10 }) {
+                    let text = String(decoding: pending[0..<end], as: UTF8.self)
+                    pending.removeFirst(end + 2)
+                    return text
+                }
+                try fill(timeout: max(0, deadline.timeIntervalSinceNow))
+            }
+        }
+        let sizeLine = try line()
+        guard let size = Int(sizeLine.split(separator: ";")[0], radix: 16) else { throw ClientError(description: "bad chunk size line \(sizeLine)") }
+        if size == 0 {
+            while try !line().isEmpty {}
+            return nil
+        }
+        while pending.count < size + 2 { try fill(timeout: max(0, deadline.timeIntervalSinceNow)) }
+        let chunk = Array(pending[0..<size])
+        pending.removeFirst(size + 2)
+        return chunk
     }
 
     func request(_ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
