@@ -66,11 +66,13 @@ final class EasyHandle {
     private enum Sink {
         case memory(limit: Int)
         case file(FileDescriptor, offset: Int64)
+        case tap
     }
 
     private enum Destination {
         case memory(limit: Int)
         case file(FileDescriptor)
+        case tap
     }
 
     struct Settings {
@@ -124,6 +126,8 @@ final class EasyHandle {
             do { self.sink = .file(try FileDescriptor.open(path, flags: O_WRONLY | O_CREAT, mode: 0o600), offset: offset) } catch {
                 throw .io(error)
             }
+        case .tap:
+            self.sink = .tap
         }
 
         guard let raw = curl_easy_init() else { fatalError("bug: curl_easy_init failed (out of memory)") }
@@ -465,6 +469,9 @@ final class EasyHandle {
             }
             // After the write: a reader of the file (a trailing hasher) finds these bytes there.
             tap?.received?(start, data)
+        case .tap:
+            tap?.received?(writePosition, data)
+            writePosition += Int64(data.count)
         }
         return data.count
     }
@@ -492,7 +499,9 @@ final class EasyHandle {
             // After the truncation, which frees blocks past the end.
             if announced > 0 { file.reserve(writePosition, Int64(announced)) }
             return .file(file)
-        case .file:
+        case .tap where (200..<300).contains(status):
+            return .tap
+        case .file, .tap:
             return limitMemory(Self.errorBodyLimit, announced: Int64(announced))
         case .memory(let limit):
             return limitMemory(limit, announced: Int64(announced))

@@ -60,6 +60,9 @@ public enum HTTPResponseSink: Sendable {
     /// ends where the body ends. Only 2xx bodies reach the file: any other answer's body (a
     /// problem+json, say) comes back in `HTTPResponse.body`, up to 1 MiB, and the file is untouched.
     case file(path: String, offset: Int64)
+    /// A 2xx body goes to the tap's `received` as it arrives and is kept nowhere (an answer read piece
+    /// by piece as it streams); any other answer's body comes back in `HTTPResponse.body`, up to 1 MiB.
+    case tap
 }
 
 /// A response of any status: non-2xx answers are responses, not errors, at this layer.

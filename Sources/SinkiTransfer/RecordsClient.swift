@@ -128,13 +128,39 @@ public final class SyncClient {
     /// devices are sending now, and a long-poll answers as soon as there is such news.
     public func changes(since position: String?, wait: Int, limit: Int, inflight: Int64? = nil,
                         isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> RecordPage {
+        let request = changesRequest(since: position, wait: wait, limit: limit, inflight: inflight, stream: false)
+        let response = try await send(request, isolation: isolation)
+        return try await parsePage(response, isolation: isolation)
+    }
+
+    /// The change feed as streamed answers into `pages` (docs/protocol.md, "A feed that streams"): each a
+    /// long-poll whose pages, from the first commit after its position on, come as each arrives until the
+    /// server ends it (its `wait` up, its bytes sent); the next is asked for from the last page read,
+    /// until one fails or `pages` is cancelled. Only a server that answers in frames streams
+    /// (`sendsFrames`); one older than streams answers a single page, which comes the same way.
+    public func streamFeed(wait: Int, limit: Int, into pages: FeedPages, isolation: isolated (any Actor)? = #isolation) async {
+        var position: (since: String?, inflight: Int64?)? = pages.start
+        while let (since, inflight) = position {
+            let request = changesRequest(since: since, wait: wait, limit: limit, inflight: inflight, stream: true)
+            let tap = HTTPTap(received: { _, bytes in pages.take(bytes) })
+            let result: Result<Void, SyncError>
+            do {
+                let response = try await http.send(request, sink: .tap, tap: tap, isolation: isolation)
+                result = response.isSuccess ? .success(()) : .failure(Self.failure(response, url: request.url))
+            } catch {
+                result = .failure(.transport(error))
+            }
+            position = await pages.end(result, isolation: isolation)
+        }
+    }
+
+    private func changesRequest(since position: String?, wait: Int, limit: Int, inflight: Int64?, stream: Bool) -> HTTPRequest {
         var path = Routes.changes + "?limit=\(limit)&wait=\(wait)&omitDataFrom=" + Self.escape(device)
         if let position, !position.isEmpty { path += "&since=" + Self.escape(position) }
         if let inflight { path += "&inflight=\(inflight)" }
-        // The server answers a long-poll by `wait`: one still silent a little after is on a dead connection.
-        let request = recordsRequest(path, timeout: wait == 0 ? 300 : Double(wait) + Self.longPollMargin)
-        let response = try await send(request, isolation: isolation)
-        return try await parsePage(response, isolation: isolation)
+        if stream { path += "&stream=1" }
+        // The server ends a long-poll (and a stream) by `wait`: one still silent a little after is on a dead connection.
+        return recordsRequest(path, timeout: wait == 0 ? 300 : Double(wait) + Self.longPollMargin)
     }
 
     /// The current record at exactly `path`, with its content.

@@ -27,6 +27,22 @@ import Testing
         func modify(_ records: [Record]) async throws -> ModifyResponse { try await client.modify(records: records) }
         func changes(since: String?) async throws -> RecordPage { try await client.changes(since: since, wait: 0, limit: 100) }
         func record(at path: String) async throws -> Record? { try await client.record(at: path) }
+
+        private var feed: FeedPages?
+
+        /// Opens the streamed feed after `since`, as the agent does.
+        func openFeed(since: String?, wait: Int) {
+            let pages = FeedPages(since: since, inflight: nil)
+            pages.transfer = Task { await self.client.streamFeed(wait: wait, limit: 100, into: pages) }
+            feed = pages
+        }
+
+        func nextPage() async throws -> RecordPage {
+            guard let feed else { throw CancellationError() }
+            return try await feed.next()
+        }
+
+        func closeFeed() { feed?.cancel() }
     }
 
     static func file(_ path: String, _ content: [UInt8], device: String) -> Record {
@@ -66,5 +82,43 @@ import Testing
         #expect(seen.records.map(\.data) == [first.data, second.data])
         #expect(try Deflate.decompress(seen.records[1].data ?? [], expectedSize: bytes.count) == bytes)
         #expect(try await phone.record(at: "S/second.bin")?.data == second.data)
+    }
+
+    @Test func theStreamedFeedBringsEachCommitAndAsksAgainWhereAnAnswerEnded() async throws {
+        let directory = TemporaryDirectory("sinki-frames-stream")
+        var configuration = ServerConfiguration(listen: "127.0.0.1:0", dataDirectory: directory.child("data"))
+        configuration.authentication = .none
+        // Each answer ends after its first page: every page after the first comes on an answer asked
+        // for again from where the last one ended.
+        configuration.limits.maxStreamBytes = 1
+        let server = try SyncServer(configuration: configuration, logger: Logger(label: "frames-server", level: .warning))
+        try server.start()
+        defer { server.stop() }
+        let thread = LoopThread()
+        defer { thread.stop() }
+        let base = "http://127.0.0.1:\(server.boundPort)"
+        let laptop = Device(loop: thread.loop, base: base, name: "laptop")
+        let phone = Device(loop: thread.loop, base: base, name: "phone")
+        let start = try await phone.changes(since: nil)
+        #expect(await phone.sendsFrames)
+        await phone.openFeed(since: start.token, wait: 30)
+        var seen: [String] = []
+        for round in 0..<4 {
+            let records = (0..<3).map { Self.file("F/\(round)-\($0)", Array(repeating: UInt8(round), count: 2_000 * ($0 + 1)), device: "laptop") }
+            #expect(try await laptop.modify(records).results.map(\.status) == [.saved, .saved, .saved])
+            // Each commit's records, once, in order, content and all, however the answers fell.
+            while seen.count < 3 * (round + 1) {
+                let page = try await phone.nextPage()
+                for record in page.records {
+                    #expect(record.data == records.first { $0.path == record.path }?.data)
+                    seen.append(record.path)
+                }
+            }
+        }
+        #expect(seen == (0..<4).flatMap { round in (0..<3).map { "F/\(round)-\($0)" } })
+        // The feed read this way ends where the feed does.
+        let rest = try await phone.changes(since: start.token)
+        #expect(rest.records.map(\.path) == seen)
+        await phone.closeFeed()
     }
 }

@@ -1,0 +1,160 @@
+import SinkiLoop
+import SinkiRecord
+
+/// The change feed as streamed answers (`SyncClient.streamFeed`), one after another, their pages
+/// taken one at a time and in order. Each answer ends at the server's word (its wait up, its bytes
+/// sent); the next is asked for at once from the last page read, so the link never waits for the
+/// reader, unless more than `mostUnread` bytes of pages wait unread: then once the reader has taken
+/// them. Loop-confined.
+public final class FeedPages {
+    /// Bytes of pages that may wait unread before the next answer waits for the reader.
+    public static let mostUnread = 16 << 20
+
+    private var reader = RecordPageStream()
+    private var arrived: [RecordPage] = []
+    private var head = 0
+    private var unreadBytes = 0
+    /// Where the last page read ends: the next answer starts there.
+    private var since: String?
+    private var inflight: Int64?
+    /// An answer ended cleanly while too much waited unread: the next is asked for once it is taken.
+    private var askWhenRead = false
+    /// How the pages ended (an answer failed, or the reader cancelled); nil while they go on.
+    private var outcome: SyncError?
+    /// Why the bytes of the current answer are not pages, once they were not.
+    private var failure: SyncError?
+    private var waiting: CheckedContinuation<Void, Never>?
+    /// The transfer waiting to ask for the next answer until the reader has taken enough.
+    private var asking: CheckedContinuation<Void, Never>?
+    /// The task that runs `SyncClient.streamFeed` into these pages: `cancel` ends it.
+    public var transfer: Task<Void, Never>?
+    /// Called once when the pages end for good.
+    public var onEnd: (() -> Void)?
+
+    /// Pages from feed position `since` (and in-flight position `inflight`) on.
+    public init(since: String?, inflight: Int64?) {
+        self.since = since
+        self.inflight = inflight
+    }
+
+    /// Where the first answer starts.
+    var start: (since: String?, inflight: Int64?) { (since, inflight) }
+
+    /// Whether a page waits to be taken now.
+    public var hasUnread: Bool { head < arrived.count }
+
+    /// The next page, waiting for it. A cancelled caller ends the transfer; a failed answer throws once
+    /// the pages before it are taken.
+    public func next(isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> RecordPage {
+        while head == arrived.count && outcome == nil && !Task.isCancelled {
+            let transfer = self.transfer
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { waiting = $0 }
+            } onCancel: {
+                transfer?.cancel()
+            }
+        }
+        if head < arrived.count {
+            let page = arrived[head]
+            head += 1
+            if head == arrived.count {
+                arrived.removeAll(keepingCapacity: true)
+                head = 0
+            }
+            unreadBytes -= Self.size(of: page)
+            if askWhenRead && unreadBytes <= Self.mostUnread {
+                askWhenRead = false
+                let asking = self.asking
+                self.asking = nil
+                asking?.resume()
+            }
+            return page
+        }
+        if outcome == nil { cancel() }
+        throw outcome ?? .transport(.cancelled)
+    }
+
+    /// Waits up to `milliseconds` (timed on `loop`) for a page: true when one is there.
+    public func waitForPage(milliseconds: UInt64, loop: EventLoop, isolation: isolated (any Actor)? = #isolation) async -> Bool {
+        if head == arrived.count && outcome == nil && !Task.isCancelled {
+            let timer = LoopTimer(loop: loop)
+            timer.start(after: milliseconds) { [weak self] in self?.wake() }
+            await withCheckedContinuation { waiting = $0 }
+            timer.stop()
+        }
+        return head < arrived.count
+    }
+
+    /// Ends the transfer and the pages.
+    public func cancel() {
+        transfer?.cancel()
+        finish(.transport(.cancelled))
+    }
+
+    /// Bytes of the current answer as they arrive.
+    func take(_ bytes: UnsafeRawBufferPointer) {
+        guard failure == nil, outcome == nil else { return }
+        do {
+            let pages = try reader.take(bytes)
+            guard let last = pages.last else { return }
+            since = last.token
+            if let news = last.inflight { inflight = news.position }
+            unreadBytes += pages.reduce(0) { $0 + Self.size(of: $1) }
+            arrived += pages
+            wake()
+        } catch {
+            failure = .badResponse("\(error)")
+            transfer?.cancel()
+        }
+    }
+
+    /// The current answer is over: how it ended. Nil when the pages end here, else where the next
+    /// answer starts, once the reader has taken enough of what waits.
+    func end(_ result: Result<Void, SyncError>, isolation: isolated (any Actor)? = #isolation) async -> (since: String?, inflight: Int64?)? {
+        guard outcome == nil else { return nil }
+        if let failure {
+            finish(failure)
+            return nil
+        }
+        if case let .failure(error) = result {
+            finish(error)
+            return nil
+        }
+        do {
+            try reader.finish()
+        } catch {
+            finish(.badResponse("\(error)"))
+            return nil
+        }
+        reader = RecordPageStream()
+        if unreadBytes > Self.mostUnread {
+            askWhenRead = true
+            await withCheckedContinuation { asking = $0 }
+        }
+        guard outcome == nil else { return nil }
+        return (since, inflight)
+    }
+
+    private func finish(_ error: SyncError) {
+        guard outcome == nil else { return }
+        outcome = error
+        wake()
+        let asking = self.asking
+        self.asking = nil
+        asking?.resume()
+        let onEnd = self.onEnd
+        self.onEnd = nil
+        onEnd?()
+    }
+
+    /// What a page holds in memory, about: its content and a little for each record.
+    private static func size(of page: RecordPage) -> Int {
+        page.records.reduce(0) { $0 + ($1.data?.count ?? 0) + 256 }
+    }
+
+    private func wake() {
+        let waiting = self.waiting
+        self.waiting = nil
+        waiting?.resume()
+    }
+}
