@@ -34,31 +34,42 @@ extension Agent {
                 await sayIfUpToDate()
                 continue
             }
-            let pending = prefetched
+            var pending = prefetched
             prefetched = nil
             var upcoming: PageAhead?
             // The next page is kept only once the one it follows is applied.
             defer { upcoming?.cancel() }
             do {
+                var token: String?
+                if pending == nil {
+                    token = try await replica.feedToken(server: feedKey)
+                    if let stream = openFeedStream(after: token) { pending = .streamed(stream) }
+                }
                 let page: RecordPage
                 if let pending {
-                    // The page asked for ahead is its own task: a cancelled pull loop (a wake, a pause) ends
-                    // it too, or waiting for it would wait out a long-poll.
-                    page = try await withTaskCancellationHandler { try await pending.page.value } onCancel: { pending.cancel() }
+                    page = try await pending.next()
                 } else {
-                    page = try await feedPage(after: try await replica.feedToken(server: feedKey))
+                    page = try await feedPage(after: token)
                 }
                 connected()
                 if let news = page.inflight { takeInFlight(news) }
                 recordsArrived(page.records)
                 if !page.records.isEmpty { digests.matched = false }
-                if page.more {
+                if case .streamed? = pending {
+                    feedStreamSpoke(page)
+                    // Its next pages come without asking, in order, while this one is written.
+                    upcoming = pending
+                } else if page.more {
                     let token = page.token
-                    upcoming = PageAhead(page: Task { try await self.page(after: token) }, waits: false)
+                    upcoming = .asked(Task { try await self.page(after: token) }, waits: false)
                 } else if caughtUp && !page.records.isEmpty {
                     // Only asked, not read: the page goes in after this one is written, as any page would.
                     let token = page.token
-                    upcoming = PageAhead(page: Task { try await self.feedPage(after: token) }, waits: true)
+                    if let stream = openFeedStream(after: token) {
+                        upcoming = .streamed(stream)
+                    } else {
+                        upcoming = .asked(Task { try await self.feedPage(after: token) }, waits: true)
+                    }
                 }
                 // The page into the Remote tree (with its position), then the rounds that write it here. Pages
                 // that follow at once are read first while their content fits in memory: a rename's new path
@@ -92,9 +103,12 @@ extension Agent {
                 // Read to its end: this agent's copy of the server's records is checked against the server's
                 // digests before anything says "up to date" (an empty long-poll after a match needs no new look).
                 pumpSync()
-                if !page.more && caughtUp && !(page.records.isEmpty && digests.matched && !digests.recheck) {
+                if !page.more && caughtUp && !(page.records.isEmpty && digests.matched && !digests.recheck),
+                   await !nextPageComes(prefetched) {
                     digests.recheck = false
+                    let started = Clock.monotonic()
                     await checkWithServer()
+                    feed.checkMilliseconds = UInt64(max(0, Clock.monotonic() - started) / 1_000_000)
                 }
                 // A check to try again, or a wake, asks without waiting: a long-poll asked for before either
                 // would hold it until the next change.
@@ -129,6 +143,15 @@ extension Agent {
                 await waitToRetry()
             }
         }
+    }
+
+    /// Whether a streamed feed brings its next page within about the time a check against the server's
+    /// digests would take: while another device saves batch after batch, a check after each page only
+    /// finds the feed behind, and holds the next page for a round trip. It follows the last page of the
+    /// burst instead.
+    private func nextPageComes(_ ahead: PageAhead?) async -> Bool {
+        guard case let .streamed(stream)? = ahead, !digests.recheck else { return false }
+        return await stream.waitForPage(milliseconds: min(100, max(5, feed.checkMilliseconds)), loop: loop)
     }
 
     /// A read of the feed cut short: the rounds held for it run now.
@@ -176,11 +199,36 @@ extension Agent {
     }
 }
 
-/// A feed page asked for before the one it follows is written: a catch-up page, or at the end of the
-/// feed a long-poll (`waits`), which a check to try again or a wake replaces with an ask that does not.
-private struct PageAhead {
-    let page: Task<RecordPage, any Error>
-    let waits: Bool
+/// Where the next feed page comes from before the one it follows is written: a page asked for (a
+/// catch-up page, or at the end of the feed a long-poll, `waits`), or a streamed answer that goes on.
+/// A check to try again or a wake replaces one that waits with an ask that does not.
+private enum PageAhead {
+    case asked(Task<RecordPage, any Error>, waits: Bool)
+    case streamed(FeedPages)
 
-    func cancel() { page.cancel() }
+    var waits: Bool {
+        switch self {
+        case let .asked(_, waits): return waits
+        case .streamed: return true
+        }
+    }
+
+    func cancel() {
+        switch self {
+        case let .asked(task, _): task.cancel()
+        case let .streamed(stream): stream.cancel()
+        }
+    }
+
+    /// The page.
+    func next(isolation: isolated (any Actor)? = #isolation) async throws -> RecordPage {
+        switch self {
+        case let .asked(task, _):
+            // The page asked for ahead is its own task: a cancelled pull loop (a wake, a pause) ends it too,
+            // or waiting for it would wait out a long-poll.
+            return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+        case let .streamed(stream):
+            return try await stream.next(isolation: isolation)
+        }
+    }
 }

@@ -13,6 +13,9 @@ struct FeedState {
     var askNow = false
     /// Armed after a push the server saved while a long-poll was parked (`expectEcho`).
     var echoTimer: LoopTimer?
+    /// How long the last check against the server's digests took, about a round trip: on a streamed
+    /// feed, a check waits that long for a next page, which would make it moot.
+    var checkMilliseconds: UInt64 = 20
     /// The feed's backoff sleeps, apart from the agent's other sleeps (rescans, comparisons) so that
     /// an answer from the server ends these alone.
     var retrySleeper: LoopSleeper?
@@ -44,6 +47,41 @@ extension Agent {
             feed.echoTimer = nil
         }
         return try await client.changes(since: token, wait: wait, limit: 1000, inflight: prefetch.position)
+    }
+
+    /// The change feed after `token` as streamed answers, when the agent would long-poll and the server
+    /// answers in frames: its pages come as they commit, without a round trip between them. Nil when a
+    /// page must be asked for (`feedPage`).
+    func openFeedStream(after token: String?) -> FeedPages? {
+        guard let client = self.client, client.sendsFrames, caughtUp, reachable == true, !feed.askNow, !digests.recheck else { return nil }
+        let id = feed.nextID
+        feed.nextID += 1
+        feed.parked = (id, Clock.monotonic())
+        let pages = FeedPages(since: token, inflight: prefetch.position), wait = configuration.pollWaitSeconds
+        pages.onEnd = { [unowned self] in
+            self.assumeIsolated { agent in
+                if agent.feed.parked?.id == id { agent.feed.parked = nil }
+                agent.feed.echoTimer?.stop()
+                agent.feed.echoTimer = nil
+            }
+        }
+        pages.transfer = Task { await self.streamFeed(into: pages, wait: wait) }
+        return pages
+    }
+
+    private func streamFeed(into pages: FeedPages, wait: Int) async {
+        guard let client else { return pages.cancel() }
+        await client.streamFeed(wait: wait, limit: 1000, into: pages)
+    }
+
+    /// A page came on the streamed answer: the answer is alive, and a push whose answer comes after this
+    /// may have come back in it already (the feed can be quicker than the modify answer), so the echo is
+    /// awaited only for pushes sent from now on.
+    func feedStreamSpoke(_ page: RecordPage) {
+        if let parked = feed.parked { feed.parked = (parked.id, Clock.monotonic()) }
+        feed.echoTimer?.stop()
+        feed.echoTimer = nil
+        logger.debug("feed: a page of \(page.records.count) record(s) on the open answer\(page.inflight == nil ? "" : ", with files in flight")")
     }
 
     /// Sleeps the next backoff delay before the feed tries the server again. Ends early when another
