@@ -346,6 +346,8 @@ public enum FeedToken {
 /// arrive: each page is whole at its envelope frame.
 public struct RecordPageStream {
     private var reader = RecordFramesReader()
+    /// Bytes taken of the page not yet whole.
+    public private(set) var partialBytes = 0
 
     public init() {}
 
@@ -354,10 +356,13 @@ public struct RecordPageStream {
         var pages: [RecordPage] = []
         var index = 0
         while index < bytes.count {
-            index += try reader.takeUntilEnvelope(UnsafeRawBufferPointer(rebasing: bytes[index...]))
+            let taken = try reader.takeUntilEnvelope(UnsafeRawBufferPointer(rebasing: bytes[index...]))
+            index += taken
+            partialBytes += taken
             if reader.hasEnvelope {
                 pages.append(try RecordPage.parse(frames: reader.finish()))
                 reader = RecordFramesReader()
+                partialBytes = 0
             }
         }
         return pages

@@ -9,6 +9,10 @@ import SinkiRecord
 public final class FeedPages {
     /// Bytes of pages that may wait unread before the next answer waits for the reader.
     public static let mostUnread = 16 << 20
+    /// Bytes an answer may hold unread at all, the page it is reading included: as much as a page asked
+    /// for may take (`HTTPClient.send`'s memory limit). A server ends an answer long before (8 MiB); one
+    /// that streams on regardless fails the answer here rather than fill the agent's memory.
+    public static let mostHeld = 512 << 20
 
     private var reader = RecordPageStream()
     private var arrived: [RecordPage] = []
@@ -23,9 +27,10 @@ public final class FeedPages {
     private var outcome: SyncError?
     /// Why the bytes of the current answer are not pages, once they were not.
     private var failure: SyncError?
-    private var waiting: CheckedContinuation<Void, Never>?
-    /// The transfer waiting to ask for the next answer until the reader has taken enough.
-    private var asking: CheckedContinuation<Void, Never>?
+    /// Rung when a page arrives or the pages end: what the reader waits on.
+    private let arrivals = Doorbell()
+    /// Rung when the reader has taken enough that the next answer may be asked for, or the pages end.
+    private let drained = Doorbell()
     /// The task that runs `SyncClient.streamFeed` into these pages: `cancel` ends it.
     public var transfer: Task<Void, Never>?
     /// Called once when the pages end for good.
@@ -47,12 +52,8 @@ public final class FeedPages {
     /// the pages before it are taken.
     public func next(isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> RecordPage {
         while head == arrived.count && outcome == nil && !Task.isCancelled {
-            let transfer = self.transfer
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { waiting = $0 }
-            } onCancel: {
-                transfer?.cancel()
-            }
+            // A cancelled caller's wait ends at once (the bell's stream ends it).
+            await arrivals.wait(isolation: isolation)
         }
         if head < arrived.count {
             let page = arrived[head]
@@ -64,9 +65,7 @@ public final class FeedPages {
             unreadBytes -= Self.size(of: page)
             if askWhenRead && unreadBytes <= Self.mostUnread {
                 askWhenRead = false
-                let asking = self.asking
-                self.asking = nil
-                asking?.resume()
+                drained.ring()
             }
             return page
         }
@@ -78,8 +77,9 @@ public final class FeedPages {
     public func waitForPage(milliseconds: UInt64, loop: EventLoop, isolation: isolated (any Actor)? = #isolation) async -> Bool {
         if head == arrived.count && outcome == nil && !Task.isCancelled {
             let timer = LoopTimer(loop: loop)
-            timer.start(after: milliseconds) { [weak self] in self?.wake() }
-            await withCheckedContinuation { waiting = $0 }
+            let arrivals = self.arrivals
+            timer.start(after: milliseconds) { arrivals.ring() }
+            await arrivals.wait(isolation: isolation)
             timer.stop()
         }
         return head < arrived.count
@@ -96,12 +96,18 @@ public final class FeedPages {
         guard failure == nil, outcome == nil else { return }
         do {
             let pages = try reader.take(bytes)
+            unreadBytes += pages.reduce(0) { $0 + Self.size(of: $1) }
+            guard unreadBytes + reader.partialBytes <= Self.mostHeld else {
+                throw SyncError.badResponse("the answer holds more than \(Self.mostHeld >> 20) MiB its reader has not taken")
+            }
             guard let last = pages.last else { return }
             since = last.token
             if let news = last.inflight { inflight = news.position }
-            unreadBytes += pages.reduce(0) { $0 + Self.size(of: $1) }
             arrived += pages
-            wake()
+            arrivals.ring()
+        } catch let error as SyncError {
+            failure = error
+            transfer?.cancel()
         } catch {
             failure = .badResponse("\(error)")
             transfer?.cancel()
@@ -129,7 +135,7 @@ public final class FeedPages {
         reader = RecordPageStream()
         if unreadBytes > Self.mostUnread {
             askWhenRead = true
-            await withCheckedContinuation { asking = $0 }
+            while askWhenRead && outcome == nil && !Task.isCancelled { await drained.wait(isolation: isolation) }
         }
         guard outcome == nil else { return nil }
         return (since, inflight)
@@ -138,10 +144,8 @@ public final class FeedPages {
     private func finish(_ error: SyncError) {
         guard outcome == nil else { return }
         outcome = error
-        wake()
-        let asking = self.asking
-        self.asking = nil
-        asking?.resume()
+        arrivals.ring()
+        drained.ring()
         let onEnd = self.onEnd
         self.onEnd = nil
         onEnd?()
@@ -152,9 +156,23 @@ public final class FeedPages {
         page.records.reduce(0) { $0 + ($1.data?.count ?? 0) + 256 }
     }
 
-    private func wake() {
-        let waiting = self.waiting
-        self.waiting = nil
-        waiting?.resume()
+}
+
+/// A wake-up that is never lost: rung before anyone waits, the next wait returns at once (one ring is
+/// kept). Its waits end at once in a cancelled task. Waited on by one task at a time.
+private final class Doorbell {
+    private let rings: AsyncStream<Void>.Continuation
+    private var listener: AsyncStream<Void>.AsyncIterator
+
+    init() {
+        let (stream, rings) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.rings = rings
+        listener = stream.makeAsyncIterator()
+    }
+
+    func ring() { rings.yield() }
+
+    func wait(isolation: isolated (any Actor)? = #isolation) async {
+        _ = await listener.next(isolation: isolation)
     }
 }

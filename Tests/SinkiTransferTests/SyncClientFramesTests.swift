@@ -42,7 +42,11 @@ import Testing
             return try await feed.next()
         }
 
-        func closeFeed() { feed?.cancel() }
+        /// Ends the feed and waits for its transfer to finish on the loop (the loop stops after the test).
+        func closeFeed() async {
+            feed?.cancel()
+            await feed?.transfer?.value
+        }
     }
 
     static func file(_ path: String, _ content: [UInt8], device: String) -> Record {
