@@ -49,24 +49,40 @@ import Testing
         }
     }
 
+    /// A server on 127.0.0.1 (in this process) and a loop for its clients; both stop when it goes.
+    final class Rig {
+        let directory: TemporaryDirectory
+        let server: SyncServer
+        let thread = LoopThread()
+
+        init(_ label: String, configure: (inout ServerConfiguration) -> Void = { _ in }) throws {
+            directory = TemporaryDirectory(label)
+            var configuration = ServerConfiguration(listen: "127.0.0.1:0", dataDirectory: directory.child("data"))
+            // The client's encoding against the server's routes, without tokens (the agents' tests use them).
+            configuration.authentication = .none
+            configure(&configuration)
+            server = try SyncServer(configuration: configuration, logger: Logger(label: "frames-server", level: .warning))
+            try server.start()
+        }
+
+        deinit {
+            thread.stop()
+            server.stop()
+        }
+
+        func device(_ name: String) -> Device { Device(loop: thread.loop, base: "http://127.0.0.1:\(server.boundPort)", name: name) }
+    }
+
     static func file(_ path: String, _ content: [UInt8], device: String) -> Record {
         Record(path: path, type: "keep-both", data: Deflate.compress(content), size: Int64(content.count),
                sha256: Digest.sha256Hex(content), mode: 0o644, modifiedAt: 1, device: device)
     }
 
     @Test func batchesGoInFramesOnceTheServerHasAnsweredInThem() async throws {
-        let directory = TemporaryDirectory("sinki-frames-client")
-        var configuration = ServerConfiguration(listen: "127.0.0.1:0", dataDirectory: directory.child("data"))
-        // The client's encoding against the server's routes, without tokens (the agents' tests use them).
-        configuration.authentication = .none
-        let server = try SyncServer(configuration: configuration, logger: Logger(label: "frames-server", level: .warning))
-        try server.start()
-        defer { server.stop() }
-        let thread = LoopThread()
-        defer { thread.stop() }
-        let base = "http://127.0.0.1:\(server.boundPort)"
-        let laptop = Device(loop: thread.loop, base: base, name: "laptop")
-        let phone = Device(loop: thread.loop, base: base, name: "phone")
+        let rig = try Rig("sinki-frames-client")
+        // The server and the loop stay until the test ends, not until the last use of `rig`.
+        defer { withExtendedLifetime(rig) {} }
+        let laptop = rig.device("laptop"), phone = rig.device("phone")
 
         // Before any page, JSON: the server might not know frames.
         #expect(await !laptop.sendsFrames)
@@ -89,20 +105,11 @@ import Testing
     }
 
     @Test func theStreamedFeedBringsEachCommitAndAsksAgainWhereAnAnswerEnded() async throws {
-        let directory = TemporaryDirectory("sinki-frames-stream")
-        var configuration = ServerConfiguration(listen: "127.0.0.1:0", dataDirectory: directory.child("data"))
-        configuration.authentication = .none
         // Each answer ends after its first page: every page after the first comes on an answer asked
         // for again from where the last one ended.
-        configuration.limits.maxStreamBytes = 1
-        let server = try SyncServer(configuration: configuration, logger: Logger(label: "frames-server", level: .warning))
-        try server.start()
-        defer { server.stop() }
-        let thread = LoopThread()
-        defer { thread.stop() }
-        let base = "http://127.0.0.1:\(server.boundPort)"
-        let laptop = Device(loop: thread.loop, base: base, name: "laptop")
-        let phone = Device(loop: thread.loop, base: base, name: "phone")
+        let rig = try Rig("sinki-frames-stream") { $0.limits.maxStreamBytes = 1 }
+        defer { withExtendedLifetime(rig) {} }
+        let laptop = rig.device("laptop"), phone = rig.device("phone")
         let start = try await phone.changes(since: nil)
         #expect(await phone.sendsFrames)
         await phone.openFeed(since: start.token, wait: 30)
