@@ -2,7 +2,8 @@ import SinkiRecord
 
 /// Fuzz target `record-json` (docs/fuzzing.md): the bytes as every JSON document a peer sends the agent
 /// or the server — a change-feed or look-up page, a modify request and its response, a problem document,
-/// any value through the generic reader — and as a page or a modify request in frames. Each parse either throws or gives a value that is written out
+/// any value through the generic reader — and as a page or a modify request in frames, and as a streamed
+/// feed answer (pages in frames back to back). Each parse either throws or gives a value that is written out
 /// and read back unchanged: what one side writes, the other reads as it was meant.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRecordJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
@@ -43,6 +44,18 @@ func checkDocuments(_ input: [UInt8]) {
     if let request = try? ModifyRequest.parse(frames: input) {
         roundTrips("ModifyRequest in frames", request, { $0.framesBytes }, ModifyRequest.parse(frames:))
         roundTrips("ModifyRequest from frames", request, { $0.jsonBytes }, ModifyRequest.parse(_:))
+    }
+    // A streamed feed answer: the pages it holds, read whole and read in two pieces cut anywhere, are
+    // the same pages, and written out again read back as they were.
+    var stream = RecordPageStream()
+    if let pages = try? input.withUnsafeBytes({ try stream.take($0) }) {
+        let cut = input.isEmpty ? 0 : Int(input[0]) % (input.count + 1)
+        var halves = RecordPageStream()
+        let again = try? input[..<cut].withUnsafeBytes { try halves.take($0) } + input[cut...].withUnsafeBytes { try halves.take($0) }
+        require(again == pages, "a streamed answer cut at \(cut) reads as other pages")
+        var written = RecordPageStream()
+        let back = try? pages.flatMap(\.framesBytes).withUnsafeBytes { try written.take($0) }
+        require(back == pages, "streamed pages written out do not read back")
     }
     if let response = try? ModifyResponse.parse(input) {
         roundTrips("ModifyResponse", response, { $0.jsonBytes }, ModifyResponse.parse)
