@@ -56,7 +56,7 @@ extension Agent {
                 recordsArrived(page.records)
                 if !page.records.isEmpty { digests.matched = false }
                 if case .streamed? = pending {
-                    feedStreamSpoke(page)
+                    logger.debug("feed: a page of \(page.records.count) record(s) on the open answer\(page.inflight == nil ? "" : ", with files in flight")")
                     // Its next pages come without asking, in order, while this one is written.
                     upcoming = pending
                 } else if page.more {

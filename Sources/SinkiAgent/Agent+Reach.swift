@@ -47,6 +47,7 @@ extension Agent {
                 agent.feed.echoTimer = nil
             }
         }
+        pages.onArrival = { [unowned self] in self.assumeIsolated { $0.feedStreamHeard() } }
         pages.transfer = Task { await self.streamFeed(into: pages, wait: wait) }
         return pages
     }
@@ -56,14 +57,15 @@ extension Agent {
         await client.streamFeed(wait: wait, limit: 1000, into: pages)
     }
 
-    /// A page came on the streamed answer: the answer is alive, and a push whose answer comes after this
-    /// may have come back in it already (the feed can be quicker than the modify answer), so the echo is
-    /// awaited only for pushes sent from now on.
-    func feedStreamSpoke(_ page: RecordPage) {
+    /// A page arrived on the streamed answer (whether or not the pull loop, busy with a round, has taken
+    /// it): the answer is alive, and a push whose answer comes after this may have come back in it
+    /// already (the feed can be quicker than the modify answer), so the echo is awaited only for pushes
+    /// sent from now on. Counted when taken instead, an agent sending a burst, whose pull loop waits for
+    /// its own rounds, took its streamed feed for dead 1.5 s into the burst and read it all again.
+    func feedStreamHeard() {
         if let parked = feed.parked { feed.parked = (parked.id, Clock.monotonic()) }
         feed.echoTimer?.stop()
         feed.echoTimer = nil
-        logger.debug("feed: a page of \(page.records.count) record(s) on the open answer\(page.inflight == nil ? "" : ", with files in flight")")
     }
 
     /// Sleeps the next backoff delay before the feed tries the server again. Ends early when another

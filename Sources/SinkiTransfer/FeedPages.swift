@@ -35,6 +35,8 @@ public final class FeedPages {
     public var transfer: Task<Void, Never>?
     /// Called once when the pages end for good.
     public var onEnd: (() -> Void)?
+    /// Called as pages arrive, before the reader takes them: the answer is alive.
+    public var onArrival: (() -> Void)?
 
     /// Pages from feed position `since` (and in-flight position `inflight`) on.
     public init(since: String?, inflight: Int64?) {
@@ -105,6 +107,7 @@ public final class FeedPages {
             if let news = last.inflight { inflight = news.position }
             arrived += pages
             arrivals.ring()
+            onArrival?()
         } catch let error as SyncError {
             failure = error
             transfer?.cancel()
