@@ -145,13 +145,15 @@ extension Agent {
         }
     }
 
-    /// Whether a streamed feed brings its next page within about the time a check against the server's
-    /// digests would take: while another device saves batch after batch, a check after each page only
-    /// finds the feed behind, and holds the next page for a round trip. It follows the last page of the
-    /// burst instead.
+    /// Whether a streamed feed brings its next page before a check against the server's digests is
+    /// worth its round trip: while another device saves batch after batch, a check after each page only
+    /// finds the feed behind, and holds the next page for that round trip. So the check waits for about
+    /// what it would take, or half as long again as the last pages came apart when they came in a run
+    /// (at most 250 ms), and follows the burst's last page.
     private func nextPageComes(_ ahead: PageAhead?) async -> Bool {
         guard case let .streamed(stream)? = ahead, !digests.recheck else { return false }
-        return await stream.waitForPage(milliseconds: min(100, max(5, feed.checkMilliseconds)), loop: loop)
+        let gap = stream.burstGapMilliseconds.map { $0 * 3 / 2 } ?? 0
+        return await stream.waitForPage(milliseconds: min(250, max(5, feed.checkMilliseconds, gap)), loop: loop)
     }
 
     /// A read of the feed cut short: the rounds held for it run now.

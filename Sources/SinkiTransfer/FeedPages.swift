@@ -1,5 +1,6 @@
 import SinkiLoop
 import SinkiRecord
+import SinkiSupport
 
 /// The change feed as streamed answers (`SyncClient.streamFeed`), one after another, their pages
 /// taken one at a time and in order. Each answer ends at the server's word (its wait up, its bytes
@@ -37,6 +38,16 @@ public final class FeedPages {
     public var onEnd: (() -> Void)?
     /// Called as pages arrive, before the reader takes them: the answer is alive.
     public var onArrival: (() -> Void)?
+    /// When the last two pages arrived (monotonic ns; 0: none yet).
+    private var arrivedAt: (last: Int64, before: Int64) = (0, 0)
+
+    /// How far apart the last two pages came, in milliseconds, when they are part of a run of pages (a
+    /// device saving batch after batch); nil when they were a second or more apart or fewer came.
+    public var burstGapMilliseconds: UInt64? {
+        guard arrivedAt.before > 0 else { return nil }
+        let gap = arrivedAt.last - arrivedAt.before
+        return gap < 1_000_000_000 ? UInt64(gap / 1_000_000) : nil
+    }
 
     /// Pages from feed position `since` (and in-flight position `inflight`) on.
     public init(since: String?, inflight: Int64?) {
@@ -106,6 +117,7 @@ public final class FeedPages {
             since = last.token
             if let news = last.inflight { inflight = news.position }
             arrived += pages
+            arrivedAt = (Clock.monotonic(), arrivedAt.last)
             arrivals.ring()
             onArrival?()
         } catch let error as SyncError {
