@@ -11,8 +11,10 @@ extension ConfigFile {
         let shown = source ?? path
         let bytes: [UInt8]
         do {
-            let file = try FileDescriptor.open(path, flags: O_RDONLY)
-            bytes = try file.readAll()
+            let file = try FileDescriptor.open(path, flags: O_RDONLY | O_CLOEXEC)
+            // Read as a stream: `--config <(...)` and FIFOs work; one byte past the most taken is
+            // enough to refuse a file too large.
+            bytes = try file.readStream(limit: maxBytes + 1)
         } catch {
             throw ConfigError(.unreadable, "cannot read: \(error.message)", source: shown, line: nil)
         }

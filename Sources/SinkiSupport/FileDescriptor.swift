@@ -90,6 +90,24 @@ public final class FileDescriptor {
         }
     }
 
+    /// Reads from the current position to the end, by `read(2)`: a pipe or FIFO too (a config given as
+    /// `--config <(...)`), where `pread` fails. Stops after `limit` bytes, so the caller can tell a
+    /// stream longer than it takes.
+    public func readStream(limit: Int) throws(SystemError) -> [UInt8] {
+        var out = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while out.count < limit {
+            let want = min(buffer.count, limit - out.count)
+            let status: Result<Int, SystemError> = buffer.withUnsafeMutableBytes { bytes in
+                Result { () throws(SystemError) in try syscall("read", path: path) { Glibc.read(raw, bytes.baseAddress!, want) } }
+            }
+            let got = try status.get()
+            if got == 0 { break }
+            out.append(contentsOf: buffer[0..<got])
+        }
+        return out
+    }
+
     /// Writes all of `bytes` at the current position.
     public func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
         var done = 0

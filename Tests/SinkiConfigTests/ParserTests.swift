@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import SinkiSupport
 import Testing
 @testable import SinkiConfig
@@ -91,6 +92,18 @@ import Testing
         #expect(throws: ConfigError(.badValue, "rescan must be longer than 0", source: "inline", line: 2)) {
             try ConfigFile.parse("[watch]\nrescan = 0ms\n", source: "inline", environment: fixture.environment())
         }
+    }
+
+    /// `--config <(...)` names a pipe (`/dev/fd/63`): read as a stream, not by offset.
+    @Test func aConfigFromAPipeLoadsLikeAFile() throws {
+        var fds: [Int32] = [-1, -1]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]) }
+        let text = Array("[watch]\ndelay = 1s\n".utf8)
+        #expect(write(fds[1], text, text.count) == text.count)
+        close(fds[1])
+        let config = try ConfigFile.load(path: "/proc/self/fd/\(fds[0])", environment: Fixture().environment())
+        #expect(config.watch.delay == .seconds(1))
     }
 
     @Test func commentsAndLineEndings() throws {
