@@ -47,7 +47,7 @@ let package = Package(
         // The chunker's throughput and edit-locality figures (bench/run chunker, docs/chunking.md).
         .executableTarget(name: "bench-chunker", dependencies: ["SinkiSupport"], swiftSettings: strict),
 
-        .target(name: "SinkiTestSupport", dependencies: ["SinkiRecord", "SinkiSupport"], path: "Tests/SinkiTestSupport", swiftSettings: strict),
+        .target(name: "SinkiTestSupport", dependencies: ["CSystemShim", "SinkiRecord", "SinkiSupport"], path: "Tests/SinkiTestSupport", swiftSettings: strict),
         .testTarget(name: "SinkiRecordTests", dependencies: ["SinkiRecord", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiSupportTests", dependencies: ["SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiLoopTests", dependencies: ["SinkiLoop"], swiftSettings: strict),

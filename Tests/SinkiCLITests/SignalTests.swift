@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import SinkiTestSupport
 import Testing
 
@@ -19,14 +20,30 @@ import Testing
         let cluster = Cluster("sinki-early-term")
         try cluster.startServer()
         for round in 1...5 {
-            let agent = try cluster.startAgent("a", waitForScan: false)
-            // From the moment main has blocked SIGTERM, and before the agent has set anything up.
-            try await waitUntil("agent round \(round) to block SIGTERM", timeout: 10, interval: 0.0005) {
+            // Its config file is a FIFO: the agent opens it after blocking SIGTERM and before its loop
+            // runs, and waits there, inside the window, until the test writes it. (Polling for the
+            // window instead missed it on a loaded machine; it passed only while the test runner's
+            // spawns handed children a mask with SIGTERM already blocked.)
+            let config = cluster.directory.child("early-\(round).conf")
+            #expect(mkfifo(config, 0o600) == 0, "mkfifo \(config): \(String(cString: strerror(errno)))")
+            let agent = try cluster.startAgent("a", extra: ["--config", config], waitForScan: false)
+            try await waitUntil("agent round \(round) to block SIGTERM", timeout: 10) {
                 (Self.blockedSignals(agent.pid) ?? 0) & Self.termBit != 0 || !agent.isRunning
             }
             agent.signal(SIGTERM)
+            // Non-blocking: ENXIO until the agent has the FIFO open for reading.
+            var writer: Int32 = -1
+            try await waitUntil("agent round \(round) to open its config", timeout: 10) {
+                writer = open(config, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+                return writer >= 0 || !agent.isRunning
+            }
+            if writer >= 0 {
+                let text = Array("# read while SIGTERM waits\n".utf8)
+                #expect(write(writer, text, text.count) == text.count)
+                close(writer)
+            }
             let status = agent.waitForExit(timeout: 20)
-            #expect(agent.process.terminationReason == .exit, "round \(round): killed by signal \(status)\n\(agent.errors)")
+            #expect(agent.termination == .exit(0), "round \(round): \(String(describing: agent.termination))\n\(agent.errors)")
             #expect(status == 0, "round \(round)\n\(agent.errors)")
         }
         // Once it runs, the loop thread takes SIGTERM again: a plain stop is a clean one too.

@@ -1,41 +1,78 @@
+import CSystemShim
 import Foundation
+import Glibc
 
 /// A real process started by a test, its output captured to files, stopped by process id.
+///
+/// Spawned with `posix_spawn`, not Foundation's `Process`: the child opens its own output files, so
+/// the test process holds no descriptor of them for another thread's spawn or close to trip over.
+/// With `Process` and `FileHandle`s, a full run once found an agent's log line at the start of a
+/// `sinkid status --json` run's stdout file; and its child monitor at times stopped noticing exits.
 public final class ChildProcess: @unchecked Sendable {
-    // @unchecked: Process is thread-safe for the calls used here (pid, isRunning, terminationStatus).
-    public let process: Process
+    // @unchecked: the one mutable field, the wait status, is read and written under `lock`.
+    /// How a process ended.
+    public enum Termination: Equatable, Sendable {
+        case exit(Int32)
+        case signal(Int32)
+    }
+
+    public let pid: Int32
     public let outputPath: String
     public let errorPath: String
     public let arguments: [String]
+    private let lock = NSLock()
+    private var ended: Termination?
 
     /// Starts `executable` with `arguments`; stdout and stderr go to files in `logDirectory`.
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                 logDirectory: String, label: String, workingDirectory: String? = nil) throws {
         self.arguments = arguments
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        if let workingDirectory { process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory) }
         outputPath = logDirectory + "/\(label).out"
         errorPath = logDirectory + "/\(label).err"
-        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
-        process.standardOutput = FileHandle(forWritingAtPath: outputPath)
-        process.standardError = FileHandle(forWritingAtPath: errorPath)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        if let workingDirectory { sinki_spawn_addchdir(&actions, workingDirectory) }
+        // Descriptors another thread opened without O_CLOEXEC (a test's own files, Foundation's) stay here.
+        sinki_spawn_addclosefrom(&actions, 3)
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // Signals as a fresh program expects them, whatever the test runner blocks or ignores.
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = env.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for pointer in argv + envp { free(pointer) } }
+        var child = pid_t()
+        let status = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        guard status == 0 else { throw SpawnFailed(executable: executable, errno: status) }
+        pid = child
     }
 
-    public var pid: Int32 { process.processIdentifier }
-    public var isRunning: Bool { process.isRunning }
+    /// Until the process has exited; it is reaped here, its end kept for `termination`.
+    public var isRunning: Bool { lock.withLock { poll(blocking: false) } == nil }
+
+    /// How the process ended; nil while it runs.
+    public var termination: Termination? { lock.withLock { poll(blocking: false) } }
 
     public var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
     public var errors: String { (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "" }
 
-    public func signal(_ signal: Int32) { if process.isRunning { kill(pid, signal) } }
+    public func signal(_ signal: Int32) { if isRunning { kill(pid, signal) } }
 
     /// Sends SIGTERM and waits for the exit status (SIGKILL after `timeout`).
     @discardableResult
@@ -47,35 +84,56 @@ public final class ChildProcess: @unchecked Sendable {
     /// SIGKILL, then the exit.
     public func kill9() {
         signal(SIGKILL)
-        waitUntilGone()
+        _ = lock.withLock { poll(blocking: true) }
     }
 
-    /// Waits for the exit status; kills the process if it outlives `timeout`.
+    /// Waits for the exit status (the signal's number for a killed process); kills the process if it
+    /// outlives `timeout`.
     @discardableResult
     public func waitForExit(timeout: Double = 30) -> Int32 {
         let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { kill(pid, SIGKILL) }
-        return waitUntilGone() ? process.terminationStatus : exitedStatus(of: pid) ?? -1
-    }
-
-    /// Waits until the process has exited; true when Foundation saw it (its status is then
-    /// `terminationStatus`). Not `waitUntilExit`: in some full runs Foundation's child monitor stopped
-    /// noticing exits (the children stayed zombies), and every test waiting on one hung the whole run
-    /// until CI's timeout. The kernel is asked too, without reaping (Foundation still may).
-    @discardableResult
-    private func waitUntilGone() -> Bool {
-        var exitedAt: Date?
-        while process.isRunning {
-            // Foundation notices within milliseconds when it works: it is given 10 s after the exit.
-            if exitedAt == nil, exitedStatus(of: pid) != nil { exitedAt = Date() }
-            if let exitedAt, Date().timeIntervalSince(exitedAt) > 10 { return false }
-            usleep(5_000)
+        while isRunning && Date() < deadline { usleep(5_000) }
+        if isRunning { kill(pid, SIGKILL) }
+        switch lock.withLock({ poll(blocking: true) }) {
+        case let .exit(code)?: return code
+        case let .signal(number)?: return number
+        case nil: return -1
         }
-        return true
     }
 
-    deinit { if process.isRunning { kill(pid, SIGKILL); waitUntilGone() } }
+    /// Reaps the child if it has exited (or, `blocking`, once it has); called under `lock`.
+    private func poll(blocking: Bool) -> Termination? {
+        if let ended { return ended }
+        var status: Int32 = 0
+        while true {
+            let result = waitpid(pid, &status, blocking ? 0 : WNOHANG)
+            if result == 0 { return nil }
+            if result < 0 && errno == EINTR { continue }
+            if result < 0 {
+                // Reaped by someone else (nothing here does): it has ended, how is unknown.
+                ended = .exit(-1)
+                return ended
+            }
+            break
+        }
+        // WIFEXITED / WEXITSTATUS / WTERMSIG, which Swift does not import.
+        ended = status & 0x7f == 0 ? .exit((status >> 8) & 0xff) : .signal(status & 0x7f)
+        return ended
+    }
+
+    deinit {
+        if isRunning {
+            kill(pid, SIGKILL)
+            _ = lock.withLock { poll(blocking: true) }
+        }
+    }
+}
+
+/// `posix_spawn` refused to start a test's child.
+public struct SpawnFailed: Error, CustomStringConvertible {
+    public var executable: String
+    public var errno: Int32
+    public var description: String { "cannot start \(executable): \(String(cString: strerror(errno)))" }
 }
 
 /// Where the built `sinkid` executable is: next to the test bundle in the build folder.
@@ -89,26 +147,4 @@ public func sinkidExecutable() -> String {
         directory = directory.deletingLastPathComponent()
     }
     fatalError("sinkid executable not found near \(exe); build it first (swift build)")
-}
-
-/// The exit status (or killing signal) of child `pid` if it has exited, asked of the kernel without
-/// reaping it (`WNOWAIT`); nil while it runs.
-func exitedStatus(of pid: Int32) -> Int32? {
-    var info = siginfo_t()
-    guard waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0, info._sifields._sigchld.si_pid == pid else { return nil }
-    return info._sifields._sigchld.si_status
-}
-
-extension Process {
-    /// The exit status, from Foundation once it has seen the exit, else from the kernel (see
-    /// `ChildProcess.waitUntilGone`).
-    public func exitStatus() -> Int32 {
-        var exitedAt: Date?
-        while isRunning {
-            if exitedAt == nil, exitedStatus(of: processIdentifier) != nil { exitedAt = Date() }
-            if let exitedAt, Date().timeIntervalSince(exitedAt) > 10 { return exitedStatus(of: processIdentifier) ?? -1 }
-            usleep(5_000)
-        }
-        return terminationStatus
-    }
 }

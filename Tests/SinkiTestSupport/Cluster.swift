@@ -287,15 +287,10 @@ extension Cluster {
     /// Runs curl against the server as the inspector device (its token, when the cluster has one) and
     /// returns what it printed; throws with curl's output when it fails.
     private func curl(_ arguments: [String], label: String) throws -> [UInt8] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["-sS", "--fail"] + arguments + (try inspectorToken().map { ["-H", "Authorization: Bearer \($0)"] } ?? [])
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        guard process.exitStatus() == 0 else { throw ProcessFailed(label: label, log: String(decoding: data, as: UTF8.self)) }
-        return Array(data)
+        let process = try ChildProcess("/usr/bin/curl", ["-sS", "--fail"] + arguments + (try inspectorToken().map { ["-H", "Authorization: Bearer \($0)"] } ?? []),
+                                       logDirectory: directory.path, label: "curl-\(UInt64.random(in: 0...UInt64.max))")
+        guard process.waitForExit() == 0 else { throw ProcessFailed(label: label, log: process.output + process.errors) }
+        return Array((try? Data(contentsOf: URL(fileURLWithPath: process.outputPath))) ?? Data())
     }
 
     /// Saves `records` at the server as the inspector device would (curl); returns the results' statuses.
