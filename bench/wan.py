@@ -321,8 +321,11 @@ def main():
         for delay_ms, rate_mbit in links:
             for kind in kinds:
                 title = TITLES[kind].format(mib=args.file_mib, small=t.small_count)
-                # Time enough for the slowest tool at a tenth of the line rate.
+                # Time enough for the slowest tool at a tenth of the line rate; an edit's setup sends
+                # the whole file first (at 50 ms / 20 Mbit/s that alone outlasted the edit's own bound).
                 timeout = 60 + 10 * floor_seconds(kind, t, args.file_mib, delay_ms, rate_mbit)
+                if kind == "edit":
+                    timeout += 10 * floor_seconds("new", t, args.file_mib, delay_ms, rate_mbit)
                 samples = {name: [] for name, _, _ in tools}
                 extras = {name: {"cpu": [], "load": []} for name, _, _ in tools}
                 for run in range(args.runs):
