@@ -6,7 +6,7 @@ marked, and the goal as a dashed line where it is a time.
 
 RESULTS defaults to bench/results/latest.json (written by `bench/run`), OUT to docs/benchmarks.png.
 """
-import json, os, subprocess, sys, tempfile
+import json, os, re, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -20,7 +20,14 @@ PANELS = [
     ("W5 insert", "W5: 1 MiB inserted in a 1 GiB file (s)", "time"),
     ("W5", "W5: bytes A sent for the edit (MiB)", "bytes"),
     ("tus", "tus upload of 1 GiB (s)", "time"),
+] + [
+    # Over a simulated link (bench/wan.py): sinkid crosses two links, its peers one.
+    (f"WAN {link} {kind}", f"WAN {label}, {what} (s)", "time")
+    for link, label in (("20ms/100Mbit", "20 ms / 100 Mbit/s"), ("50ms/20Mbit", "50 ms / 20 Mbit/s"))
+    for kind, what in (("new", "a new 256 MiB file"), ("edit", "a 1 MiB edit of it"), ("small", "5,000 files of 4 KiB"),
+                       ("one", "one small change"))
 ]
+ROWS = (len(PANELS) + 1) // 2
 
 
 def quoted(text):
@@ -66,11 +73,16 @@ def panel_data(results, key, kind, folder):
         if key.startswith("W5"):  # the goal is lsyncd's time (to an rsync daemon) in the same run
             lsyncd = next((t for t in entry.get("tools", []) if t["tool"] == "lsyncd (rsync daemon)"), None)
             goal = lsyncd["median"] if lsyncd else None
+        if key.startswith("WAN"):  # a ratio to rsync's one hop in the same run, or a time
+            text = entry.get("goal", {}).get("text", "")
+            ratio, seconds = re.search(r"<= ([0-9.]+) x rsync", text), re.search(r"= ([0-9.]+) s$", text)
+            rsync = next((t for t in entry.get("tools", []) if t["tool"].startswith("rsync")), None)
+            goal = float(ratio.group(1)) * rsync["median"] if ratio and rsync else float(seconds.group(1)) if seconds else None
     if not rows:
         return None
     loads = [x for t in entry.get("tools", []) for x in t.get("load", [])]
     load = f", load {min(loads):.1f}-{max(loads):.1f}" if loads else ""
-    path = os.path.join(folder, key.replace(" ", "_") + ".dat")
+    path = os.path.join(folder, key.replace(" ", "_").replace("/", "_") + ".dat")
     with open(path, "w") as f:
         f.write("\n".join(rows) + "\n")
     return path, goal, f"{entry.get('date', '')}{load}"
@@ -78,9 +90,9 @@ def panel_data(results, key, kind, folder):
 
 def script(results, folder, out):
     lines = [
-        'set terminal pngcairo size 1400,1500 font "sans,10" noenhanced',
+        f'set terminal pngcairo size 1400,{500 * ROWS} font "sans,10" noenhanced',
         f"set output {quoted(out)}",
-        "set multiplot layout 3,2 title \"sinki benchmarks: sinkid beside the peers of the same run (bars: median; dots: minimum)\" font \",13\"",
+        f"set multiplot layout {ROWS},2 title \"sinki benchmarks: sinkid beside the peers of the same run (bars: median; dots: minimum)\" font \",13\"",
         "set style fill solid 0.85 border -1",
         "set boxwidth 0.6",
         "set grid ytics lc rgb '#dddddd'",
@@ -100,6 +112,8 @@ def script(results, folder, out):
         drawn += 1
         if goal:
             sub += f"; goal (dashed): <= {goal:.2f} s" + (" = 0.8 x curl" if key == "tus" else " = lsyncd" if key.startswith("W5") else "")
+            if key.startswith("WAN") and "x rsync" in results[key].get("goal", {}).get("text", ""):
+                sub += " = " + results[key]["goal"]["text"].split("<= ")[1]
         lines.append(f"set title {quoted(title + chr(92) + 'n' + sub)}")
         if kind == "bytes":
             goals = results.get("W5 overwrite", {}).get("goal", {}).get("bytes"), results.get("W5 insert", {}).get("goal", {}).get("bytes")
