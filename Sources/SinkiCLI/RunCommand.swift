@@ -19,7 +19,13 @@ enum RunCommand {
         let agent = Agent(configuration: configuration, loop: loop, logger: logger)
         let code = Mutex(ExitCode.success)
         // SIGHUP reads the config again with the same flags.
+        let startPath = settings.configPath
         let reloader: ConfigReloader = { () throws(AgentError) -> AgentReload in
+            // A pipe (`--config <(...)`) was read to its end at start: read again it would be an empty
+            // config, every rule and setting back to its default.
+            if let path = startPath, !isRegularFile(path) {
+                throw AgentError(.config, "\(path) is not a file (a pipe, read once at start); restart sinkid to change its settings")
+            }
             do throws(UsageError) {
                 let (configuration, settings) = try resolve(arguments)
                 return AgentReload(configuration: configuration, settings: settings)
@@ -122,4 +128,10 @@ enum RunCommand {
         guard stat(file, &info) == 0, info.st_mode & 0o077 != 0 else { return nil }
         return "the token file \(file) can be read by others (mode \(String(info.st_mode & 0o777, radix: 8))): run chmod 600 \(file)"
     }
+}
+
+/// Whether `path` names a regular file (following symlinks).
+private func isRegularFile(_ path: String) -> Bool {
+    var info = stat()
+    return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
 }

@@ -46,6 +46,25 @@ import Testing
         #expect(agent.stop() == 0)
     }
 
+    /// A config given as a pipe (`--config <(...)`) is read to its end at start; read again on SIGHUP it
+    /// would be an empty config, every rule back to its default: the reload is refused instead.
+    @Test func aConfigFromAPipeIsNotReadAgain() async throws {
+        let cluster = Cluster("sinki-reload-pipe")
+        try cluster.startServer()
+        let config = try FIFO(cluster.directory.child("piped.conf"))
+        let agent = try cluster.startAgent("a", extra: ["--config", config.path], waitForScan: false)
+        defer { agent.stop() }
+        try await config.write("[agent]\nlog-level = info\n", to: agent, "the agent")
+        try await waitUntil("the first scan") { agent.errors.contains("scanned ") }
+        agent.signal(SIGHUP)
+        try await waitUntil("the refusal") { agent.errors.contains("config reload refused") }
+        #expect(agent.errors.contains("is not a file (a pipe, read once at start); restart sinkid to change its settings; keeping the running settings"),
+                "\(agent.errors)")
+        // The running settings stay, and so does the agent.
+        #expect(agent.isRunning)
+        #expect(agent.stop() == 0)
+    }
+
     @Test func logLinesHaveALevelAndNoColourOffATerminal() async throws {
         let cluster = Cluster("sinki-log")
         try cluster.startServer()

@@ -24,24 +24,13 @@ import Testing
             // runs, and waits there, inside the window, until the test writes it. (Polling for the
             // window instead missed it on a loaded machine; it passed only while the test runner's
             // spawns handed children a mask with SIGTERM already blocked.)
-            let config = cluster.directory.child("early-\(round).conf")
-            #expect(mkfifo(config, 0o600) == 0, "mkfifo \(config): \(String(cString: strerror(errno)))")
-            let agent = try cluster.startAgent("a", extra: ["--config", config], waitForScan: false)
+            let config = try FIFO(cluster.directory.child("early-\(round).conf"))
+            let agent = try cluster.startAgent("a", extra: ["--config", config.path], waitForScan: false)
             try await waitUntil("agent round \(round) to block SIGTERM", timeout: 10) {
                 (Self.blockedSignals(agent.pid) ?? 0) & Self.termBit != 0 || !agent.isRunning
             }
             agent.signal(SIGTERM)
-            // Non-blocking: ENXIO until the agent has the FIFO open for reading.
-            var writer: Int32 = -1
-            try await waitUntil("agent round \(round) to open its config", timeout: 10) {
-                writer = open(config, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
-                return writer >= 0 || !agent.isRunning
-            }
-            if writer >= 0 {
-                let text = Array("# read while SIGTERM waits\n".utf8)
-                #expect(write(writer, text, text.count) == text.count)
-                close(writer)
-            }
+            try await config.write("# read while SIGTERM waits\n", to: agent, "agent round \(round)")
             let status = agent.waitForExit(timeout: 20)
             #expect(agent.termination == .exit(0), "round \(round): \(String(describing: agent.termination))\n\(agent.errors)")
             #expect(status == 0, "round \(round)\n\(agent.errors)")
