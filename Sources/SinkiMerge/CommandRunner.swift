@@ -133,24 +133,13 @@ final class SpawnedProcess {
         // Descriptors another thread opened without O_CLOEXEC must not leak into the child.
         sinki_spawn_addclosefrom(&actions, 3)
 
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // Its own process group, so a timeout kills what it started too; signals as a fresh
-        // program expects them (the agent ignores SIGPIPE and handles others itself).
-        posix_spawnattr_setpgroup(&attributes, 0)
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
         let argv = CStringArray(spec.arguments)
         let envp = CStringArray(spec.environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })
         var child = pid_t()
-        let status = posix_spawn(&child, spec.executable, &actions, &attributes, argv.pointers, envp.pointers)
+        // Its own process group, so a timeout kills what it started too.
+        let status = SpawnAttributes.withFreshSignals(ownGroup: true) { attributes in
+            posix_spawn(&child, spec.executable, &actions, attributes, argv.pointers, envp.pointers)
+        }
         guard status == 0 else { throw SystemError("posix_spawn", errno: status, path: spec.executable) }
         pid = child
         let raw = spec.usePidfd ? sinki_pidfd_open(child) : -1

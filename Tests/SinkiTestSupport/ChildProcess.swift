@@ -1,6 +1,7 @@
 import CSystemShim
 import Foundation
 import Glibc
+import SinkiSupport
 
 /// A real process started by a test, its output captured to files, stopped by process id.
 ///
@@ -42,23 +43,13 @@ public final class ChildProcess: @unchecked Sendable {
         // Descriptors another thread opened without O_CLOEXEC (a test's own files, Foundation's) stay here.
         sinki_spawn_addclosefrom(&actions, 3)
 
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // Signals as a fresh program expects them, whatever the test runner blocks or ignores.
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = env.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { for pointer in argv + envp { free(pointer) } }
         var child = pid_t()
-        let status = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        let status = SpawnAttributes.withFreshSignals(ownGroup: false) { attributes in
+            posix_spawn(&child, executable, &actions, attributes, argv, envp)
+        }
         guard status == 0 else { throw SpawnFailed(executable: executable, errno: status) }
         pid = child
     }
