@@ -7,7 +7,7 @@ import SinkiSupport
 ///
 /// Spawned with `posix_spawn`, not Foundation's `Process`: the child opens its own output files, so
 /// the test process holds no descriptor of them for another thread's spawn or close to trip over.
-/// With `Process` and `FileHandle`s, a full run once found an agent's log line at the start of a
+/// With `Process` and `FileHandle`s, a full run once found what reads as a log line at the start of a
 /// `sinkid status --json` run's stdout file; and its child monitor at times stopped noticing exits.
 public final class ChildProcess: @unchecked Sendable {
     // @unchecked: the one mutable field, the wait status, is read and written under `lock`.
