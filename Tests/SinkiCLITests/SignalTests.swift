@@ -10,11 +10,7 @@ import Testing
     static let termBit: UInt64 = 1 << 14
 
     /// The signal mask of `pid`'s main thread, nil once it is gone.
-    static func blockedSignals(_ pid: Int32) -> UInt64? {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigBlk:") }) else { return nil }
-        return UInt64(line.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces), radix: 16)
-    }
+    static func blockedSignals(_ pid: Int32) -> UInt64? { ChildProcess.signalSet("SigBlk", of: pid) }
 
     @Test func aSIGTERMBeforeTheLoopWatchesItStopsTheAgentCleanly() async throws {
         let cluster = Cluster("sinki-early-term")

@@ -120,6 +120,24 @@ public final class ChildProcess: @unchecked Sendable {
     }
 }
 
+extension ChildProcess {
+    /// Whether the process has taken `signal` into its own hands: blocked it or set a handler (its main
+    /// thread's `SigBlk` and `SigCgt`). Before that, in the instant between exec and the first lines of
+    /// main, the signal's default action ends any program, sinkid too.
+    public func handles(_ signal: Int32) -> Bool {
+        let bit: UInt64 = 1 << UInt64(signal - 1)
+        return ((Self.signalSet("SigBlk", of: pid) ?? 0) | (Self.signalSet("SigCgt", of: pid) ?? 0)) & bit != 0
+    }
+
+    /// A signal set of `pid`'s main thread from `/proc/PID/status` (`SigBlk`, `SigIgn`, `SigCgt`); nil
+    /// once it is gone.
+    public static func signalSet(_ field: String, of pid: Int32) -> UInt64? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }) else { return nil }
+        return UInt64(line.dropFirst(field.count + 1).trimmingCharacters(in: .whitespaces), radix: 16)
+    }
+}
+
 /// `posix_spawn` refused to start a test's child.
 public struct SpawnFailed: Error, CustomStringConvertible {
     public var executable: String

@@ -228,9 +228,13 @@ public final class Cluster: @unchecked Sendable {
         return token
     }
 
-    /// SIGTERM to agent `name`, then its exit status (nil if it was not running).
+    /// SIGTERM to agent `name` once it can take it (a moment after its start: `ChildProcess.handles`),
+    /// then its exit status (nil if it was not running).
     @discardableResult
     public func stopAgent(_ name: String) -> Int32? {
+        if let agent = agents[name] {
+            try? waitUntilSync("agent \(name) to take SIGTERM", timeout: 10, interval: 0.001) { agent.handles(SIGTERM) || !agent.isRunning }
+        }
         let code = agents[name]?.stop()
         agents[name] = nil
         return code
