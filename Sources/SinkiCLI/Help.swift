@@ -311,7 +311,7 @@ enum Help {
                                CA); default: sinki.conf's [server] ca-file, else $CURL_CA_BUNDLE, else the system's
           --chunk-size SIZE    bytes per PATCH (default 16MiB)
           --parallel N         partial uploads at once for files above 4 chunks, joined by concatenation
-                               when offered (default 1: helps on long, fat links, not on a LAN)
+                               when offered, then terminated (default 1: helps on long, fat links, not on a LAN)
           --attempts N         failures in a row before giving up (default 10; retries wait 0, 1, 3, 5, 10, then 30 s)
           --max-rate RATE      bytes per second, e.g. 10MiB/s (default unlimited)
           --no-checksum        send no Upload-Checksum even when offered

@@ -96,6 +96,7 @@ public final class TusClient {
             try await plan(run)
         }
         if let url = run.state.url, run.state.parts.allSatisfy({ $0.offset == $0.length }) {
+            await dropJoinedParts(run)
             return try await finish(run, url: url)
         }
         if run.state.parts.count == 1 {
@@ -118,6 +119,7 @@ public final class TusClient {
                 throw .cancelled
             }
             try await join(run)
+            await dropJoinedParts(run)
         }
         guard let url = run.state.url else { throw .protocolViolation(url: server.endpoint, detail: "bug: upload finished without a URL") }
         return try await finish(run, url: url)
@@ -168,6 +170,16 @@ public final class TusClient {
         guard run(offers: "termination") else { return }
         for url in state.parts.map(\.url) + (state.url.map { [$0] } ?? []) {
             do { try await terminate(url) } catch { logger.debug("terminating \(url): \(error)") }
+        }
+    }
+
+    /// Terminates the parts of a joined upload: the final holds a copy of their bytes, and a server
+    /// keeps a finished part until it expires (a day on sinki's), so a 1 GiB file sent in parts would
+    /// otherwise take 2 GiB of its disk meanwhile. A part that cannot be terminated is left to expire.
+    private func dropJoinedParts(_ upload: UploadRun, isolation: isolated (any Actor)? = #isolation) async {
+        guard upload.state.parts.count > 1, run(offers: "termination") else { return }
+        for url in upload.state.parts.map(\.url) where url != upload.state.url {
+            do { try await terminate(url) } catch { logger.debug("terminating part \(url) of a joined upload: \(error)") }
         }
     }
 

@@ -98,6 +98,10 @@ import Testing
         #expect(server.stored(result.url) == file.bytes)
         #expect(server.sha256(result.url) == file.sha256)
         #expect(await runner.progressReports.last == 3_000_000)
+        // The parts were terminated once joined: the server holds the file once, not twice.
+        let parts = try #require(states.first?.parts.map(\.url))
+        #expect(parts.allSatisfy { server.stored($0) == nil })
+        #expect(server.bytesOfUploads() == 3_000_000)
     }
 
     @Test func retriesThroughAServerRestart() async throws {
@@ -259,6 +263,14 @@ final class TusTestServer: @unchecked Sendable {
 
     func stored(_ url: String) -> [UInt8]? {
         FileManager.default.contents(atPath: uploads + "/\(url.split(separator: "/").last!).bin").map { Array($0) }
+    }
+
+    /// Bytes of every upload the server holds (`*.bin`).
+    func bytesOfUploads() -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: uploads)) ?? []
+        return names.filter { $0.hasSuffix(".bin") }.reduce(0) { total, name in
+            total + (((try? FileManager.default.attributesOfItem(atPath: uploads + "/" + name))?[.size] as? Int) ?? 0)
+        }
     }
 
     /// The SHA-256 the server computed as the bytes came in (from its info file).
