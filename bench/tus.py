@@ -1,8 +1,8 @@
 """tus upload: a 1 GiB file from `sinkid upload` to `sinkid serve` on loopback, against `curl -T` of the
 same file to the same server (one plain PATCH to an upload created just before) in the same run.
 
-Goals: throughput >= 0.8x curl's, and the uploading client's peak RSS <= 64 MiB. sinkid upload runs as
-the agent would use the client (defaults: 16 MiB chunks, each with Upload-Checksum sha256, one upload),
+Goals: throughput >= 0.9x curl's (issue 22; 0.8x before it), and the uploading client's peak RSS <= 64 MiB. sinkid upload runs as
+the agent would use the client (defaults: 16 MiB chunks, each with an Upload-Checksum (crc32), one upload),
 then --no-checksum (the same bytes on the wire as curl's PATCH, in 16 MiB requests), and with four
 parallel partial uploads joined by concatenation (--parallel 4). Every upload is
 deleted after its run. Median and minimum of --runs runs.
@@ -15,6 +15,8 @@ import argparse, os, re, resource, signal, subprocess, time, urllib.parse, urlli
 import harness as h
 
 SIZE = 1 << 30
+# sinkid upload's throughput against curl -T's (issue 22).
+GOAL = 0.9
 
 
 # The server's device token (servers refuse requests without one): set by main.
@@ -225,7 +227,7 @@ def main():
         ours = h.summarize("sinkid upload", times["sinkid upload"])
         ratio = curl["median"] / ours["median"]
         rss = max(peaks["sinkid upload"])
-        print(f"\n  goal: sinkid upload >= 0.8x curl: {ratio:.2f}x {'met' if ratio >= 0.8 else 'NOT met'}; "
+        print(f"\n  goal: sinkid upload >= {GOAL}x curl: {ratio:.2f}x {'met' if ratio >= GOAL else 'NOT met'}; "
               f"peak RSS <= 64 MiB: {rss:.1f} MiB {'met' if rss <= 64 else 'NOT met'}")
         again, on_server, agent_peak = agent_kill_resume(base, path, scratch)
         chunk = 16 << 20
@@ -233,8 +235,8 @@ def main():
         print(f"  bytes sent again: {again} ({again / (1 << 20):.2f} MiB; goal <= one 16 MiB chunk: {'met' if again <= chunk else 'NOT met'})")
         print(f"  agent peak RSS over both runs: {agent_peak:.1f} MiB (goal <= 64 MiB: {'met' if agent_peak <= 64 else 'NOT met'})")
         h.save_results("tus", {"title": "tus upload of 1 GiB to sinkid serve, against curl -T in the same run",
-                               "goal": {"text": "sinkid upload >= 0.8 x curl -T, checksums on; peak RSS <= 64 MiB",
-                                        "met": ratio >= 0.8 and rss <= 64, "ratio": ratio},
+                               "goal": {"text": f"sinkid upload >= {GOAL} x curl -T, checksums on; peak RSS <= 64 MiB",
+                                        "met": ratio >= GOAL and rss <= 64, "ratio": ratio},
                                "tools": tools,
                                "agent killed half-way": {"bytes sent again": again, "on server MiB": on_server / (1 << 20),
                                                          "peak RSS MiB": agent_peak}})
