@@ -64,6 +64,8 @@ public actor Agent {
     var lock: FileDescriptor?
 
     var stopping = false
+    /// What a stop still waits for, said in the log when it takes long (Agent+Stop.swift).
+    var stopWait = StopWait()
     /// The change feed has been read to its end once since start: pushes may begin.
     var caughtUp = false
     /// A feed page was read with more right behind it: rounds wait until the read ends (Agent+Pull).
@@ -150,44 +152,19 @@ public actor Agent {
         let code = await withCheckedContinuation { finished = $0 }
         // Every piece of work that touches the disk or the database ends before the process does:
         // a worker still hashing when exit handlers run would crash a clean stop.
+        stopWait.awaiting = "the start"
         await startTask?.value
+        stopWait.awaiting = "the change feed"
         await pullTask?.value
+        stopWait.awaiting = "a look at the disk"
         while let look = diskTask {
             await look.value
             if diskTask == look { diskTask = nil }
         }
+        stopWait.awaiting = "the state database"
         if code == .success { try? await replica?.markStopped() }
         tearDown()
         return code
-    }
-
-    /// Ends the agent: the current write finishes, state is saved, `run()` returns 0.
-    public func stop() {
-        guard !stopping else { return }
-        stopping = true
-        logger.info("stopping")
-        controlStopping()
-        watcher?.stop()
-        pullTask?.cancel()
-        endRetryWaits()
-        sleeper?.wakeAll()
-        for task in pushTasks.values { task.cancel() }
-        dropStagedPush()
-        cancelUploads()
-        // Downloads end where they stand (the partial file stays for the next run); their workers
-        // (placing a chunk, hashing) finish before the process exits.
-        for task in transfers.downloading.values { task.cancel() }
-        for task in rounds.fetching.values { task.cancel() }
-        sharedConflictsTask?.cancel()
-        cancelPrefetches()
-        finishIfIdle()
-    }
-
-    func finishIfIdle() {
-        guard stopping, pushTasks.isEmpty, !rounds.running, transfers.uploads.isEmpty, rounds.fetching.isEmpty,
-              merge.settling.isEmpty, prefetch.isIdle, sharedConflictsTask == nil, let finished else { return }
-        self.finished = nil
-        finished.resume(returning: exitCode)
     }
 
     private func setUp() throws {
@@ -283,6 +260,8 @@ public actor Agent {
         storageTimer = nil
         verify.timer?.stop()
         verify.timer = nil
+        stopWait.timer?.stop()
+        stopWait.timer = nil
         stopControl()
         watcher?.stop()
         watcher = nil

@@ -150,6 +150,29 @@ import Testing
         try await scenario.expectNoLoop()
     }
 
+    @Test func aStopHeldByAMergeSaysWhatItWaitsFor() async throws {
+        // The command waits for a file the test makes: the stop that comes meanwhile waits for the merge
+        // (its result is the user's), and says so in the log instead of hanging without a word.
+        let scenario = try MergeScenario("sinki-stop-held", config: """
+            [merge]
+            timeout = 60s
+
+            [merge *.hold]
+            rule = command
+            command = sh -c 'touch "$0.started"; while [ ! -e "$0.release" ]; do sleep 0.05; done; cat "$3" > "$4"' {DIR}/flag %base %local %remote %out
+            """)
+        let flag = scenario.cluster.directory.child("flag")
+        try await scenario.share(["x.hold": "base"])
+        try await scenario.editBothSides(a: ["x.hold": .write("a")], b: ["x.hold": .write("b")])
+        try await waitUntil("b to run the merge command", timeout: 20) { FileManager.default.fileExists(atPath: flag + ".started") }
+        let b = try #require(scenario.cluster.agent("b"))
+        b.signal(SIGTERM)
+        try await waitUntil("b to say what its stop waits for", timeout: 20) { b.errors.contains("still stopping after 5 s: waiting for 1 merge(s)") }
+        #expect(b.isRunning)
+        try writeFile(flag + ".release", "")
+        #expect(b.waitForExit(timeout: 20) == 0, "\(b.errors.suffix(3000))")
+    }
+
     @Test func aBaseDroppedFromTheCacheGoesToTheFallback() async throws {
         // 100 bytes hold one of the two 60-byte bases: the older is dropped when the newer comes.
         let scenario = try MergeScenario("sinki-base-evicted", config: "[merge]\nbase-cache = 100B\n\n[merge *.txt]\nrule = union\n")
