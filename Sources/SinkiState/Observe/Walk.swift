@@ -116,7 +116,8 @@ struct CachedContent {
 
     /// What the entry costs the cache's budget: its data, and what keeping it costs beside that (its
     /// key, hash and array headers). For files of a few bytes the overhead is most of it.
-    var cost: Int { data.count + 256 }
+    var cost: Int { data.count + Self.overhead }
+    static let overhead = 256
 }
 
 /// Content read and compressed while hashing, kept for the push that follows so a new file is read
@@ -126,6 +127,18 @@ struct PushCache {
     private var bytes = 0
     /// Enough for the batches a push pipeline holds; more only keeps memory busy on a big scan.
     static let limit = 16 << 20
+
+    /// Which of the files of `sizes`, in order, are worth compressing for the cache: as many as its room
+    /// holds now (a file's compressed size is taken to be at most its size).
+    func admits(_ sizes: [Int64]) -> [Bool] {
+        var room = Self.limit - bytes
+        return sizes.map { size in
+            let cost = Int(size) + CachedContent.overhead
+            guard cost <= room else { return false }
+            room -= cost
+            return true
+        }
+    }
 
     mutating func remember(_ path: String, _ content: CachedContent) {
         if let old = entries.removeValue(forKey: path) { bytes -= old.cost }
