@@ -19,6 +19,8 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         var jobs: [UnownedJob] = []
         var closures: [@Sendable () -> Void] = []
         var stopRequested = false
+        /// `run()` has returned, or is closing the loop: its wake-up fd is about to go or gone.
+        var closed = false
     }
 
     public init() {
@@ -48,8 +50,20 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
 
     public func enqueue(_ job: consuming ExecutorJob) {
         let unowned = UnownedJob(job)
-        pending.withLock { $0.jobs.append(unowned) }
-        uv_async_send(wakeup)
+        wake { $0.jobs.append(unowned) }
+    }
+
+    /// Queues work and wakes the loop, unless it has closed: a task that was not awaited before the
+    /// loop stopped (its work on another thread ends while the process exits) may still hop back here,
+    /// and waking a closed loop writes to a closed fd, which libuv answers with abort(). Such a task is
+    /// never resumed: the process is on its way out. Sent under the lock, so `run()` cannot close the
+    /// loop between the check and the send.
+    private func wake(_ queue: (inout Pending) -> Void) {
+        pending.withLock { state in
+            guard !state.closed else { return }
+            queue(&state)
+            uv_async_send(wakeup)
+        }
     }
 
     public func checkIsolated() {
@@ -58,8 +72,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
 
     /// Runs `body` on the loop thread soon; callable from any thread.
     public func execute(_ body: @escaping @Sendable () -> Void) {
-        pending.withLock { $0.closures.append(body) }
-        uv_async_send(wakeup)
+        wake { $0.closures.append(body) }
     }
 
     private func drain() {
@@ -89,6 +102,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     public func run() {
         owner.withLock { $0 = pthread_self() }
         uv_run(raw, UV_RUN_DEFAULT)
+        pending.withLock { $0.closed = true }
         // Close what is left so that close callbacks free handle memory, then finish the loop.
         uv_walk(raw, { handle, _ in
             guard let handle, uv_is_closing(handle) == 0 else { return }
@@ -101,8 +115,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
 
     /// Makes `run()` return after the current callbacks; callable from any thread.
     public func stop() {
-        pending.withLock { $0.stopRequested = true }
-        uv_async_send(wakeup)
+        wake { $0.stopRequested = true }
     }
 }
 

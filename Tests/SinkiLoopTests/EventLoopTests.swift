@@ -97,6 +97,18 @@ enum Clock {
         #expect(count.withLock { $0 } == 100)
     }
 
+    @Test func workForALoopThatHasClosedIsDroppedNotACrash() {
+        // A task not awaited before its loop stopped may still hop back once its work elsewhere ends:
+        // waking the closed loop wrote to its closed eventfd, and libuv aborted the process (an agent
+        // stopped by SIGTERM exited with SIGABRT, soak seed 58228).
+        let thread = LoopThread()
+        thread.stop()
+        let ran = Mutex(false)
+        thread.loop.execute { ran.withLock { $0 = true } }
+        thread.loop.stop()
+        #expect(!ran.withLock { $0 })
+    }
+
     @Test func blockingMapKeepsOrder() {
         let out = Blocking.map(Array(0..<1000)) { $0 * 2 }
         #expect(out == (0..<1000).map { $0 * 2 })
