@@ -164,5 +164,6 @@ public struct ProblemKind: Sendable, Equatable {
     public static let historyGone = ProblemKind(code: "history-gone", title: "The moment asked for is older than the history the server keeps", status: 410)
     public static let deletedVersion = ProblemKind(code: "deleted-version", title: "The version is a delete: it has no content to copy", status: 409)
     public static let storageFull = ProblemKind(code: "storage-full", title: "The save would take the user past their storage quota", status: 507)
+    public static let diskFull = ProblemKind(code: "disk-full", title: "The server's disk is full", status: 507)
     public static let unavailable = ProblemKind(code: "unavailable", title: "The server is shutting down or overloaded", status: 503)
 }

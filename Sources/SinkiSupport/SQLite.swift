@@ -16,6 +16,8 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
 
     /// The database is locked by another process or connection.
     public var isBusy: Bool { code & 0xFF == SQLITE_BUSY || code & 0xFF == SQLITE_LOCKED }
+    /// The disk (or the database's size limit) is full.
+    public var isFull: Bool { code & 0xFF == SQLITE_FULL }
 }
 
 /// A value bound to or read from a statement.

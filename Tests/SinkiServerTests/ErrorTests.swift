@@ -1,10 +1,27 @@
 import Foundation
 import SinkiRecord
 @testable import SinkiServer
+@testable import SinkiSupport
 import SinkiTestSupport
 import Testing
 
 @Suite struct ErrorTests {
+    @Test func aFullDiskAnswers507DiskFullWithoutTheServersPaths() throws {
+        // What a write on a full disk throws, in the server's stores and uploads: a save that cannot be
+        // written now, which a client keeps and sends again later, not a server that failed.
+        let errors: [any Error] = [SystemError("write", errno: ENOSPC, path: "/srv/sinki/uploads/0123.bin"),
+                                   SystemError("write", errno: EDQUOT, path: "/srv/sinki/chunks/u/packs/p"),
+                                   SQLiteError(code: 13, message: "database or disk is full", sql: "INSERT", path: "/srv/sinki/records.db")]
+        for error in errors {
+            let problem = try #require(HTTPServer.diskFull(error, requestID: "r1"), "\(error)")
+            #expect(problem.status == 507 && problem.code == "disk-full")
+            #expect(!problem.detail.contains("/srv"), "the detail names no server path: \(problem.detail)")
+            #expect(problem.detail.contains("r1"))
+        }
+        #expect(HTTPServer.diskFull(SystemError("write", errno: EIO), requestID: "r1") == nil)
+        #expect(HTTPServer.diskFull(SQLiteError(code: 11, message: "malformed", sql: nil, path: "x"), requestID: "r1") == nil)
+    }
+
     @Test func unknownRoutesAnswer404AsProblems() throws {
         let fixture = try ServerFixture()
         for target in ["/", "/v1", "/v1/nothing", "/v1/records/modify/extra", "/v2/changes"] {

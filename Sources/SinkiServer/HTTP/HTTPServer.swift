@@ -466,6 +466,9 @@ final class HTTPServer: Sendable {
         } else if let known = error as? RouteError {
             problem = known.problem
             headers += known.headers
+        } else if let full = Self.diskFull(error, requestID: context.requestID) {
+            problem = full
+            logger.error("\(context.method) \(context.path) request \(context.requestID) failed: \(error)")
         } else {
             problem = Problem(.internalError, detail: "the server failed; its log has request \(context.requestID)")
             logger.error("\(context.method) \(context.path) request \(context.requestID) failed: \(error)")
@@ -480,6 +483,20 @@ final class HTTPServer: Sendable {
                                 body: .bytes(problem.jsonBytes))
         if problem.status == 401 { response.headers.append(("WWW-Authenticate", "Bearer realm=\"sinki\"")) }
         return answer(context, connection, response)
+    }
+
+    /// A failure because the server's disk (or its user's disk quota) is full: `507 disk-full`, which
+    /// clients take as "not now" (an agent keeps its changes and asks again later, and status says
+    /// why) where a 500 says only that the server failed.
+    /// The detail names no server path: the log has the error.
+    static func diskFull(_ error: any Error, requestID: String) -> Problem? {
+        let full: Bool
+        switch error {
+        case let system as SystemError: full = system.errno == ENOSPC || system.errno == EDQUOT
+        case let sqlite as SQLiteError: full = sqlite.isFull
+        default: full = false
+        }
+        return full ? Problem(.diskFull, detail: "the server's disk is full; try again once it has room (its log has request \(requestID))") : nil
     }
 
     /// Each connection's memory pool (`MHD_OPTION_CONNECTION_MEMORY_LIMIT`): request line, headers and
