@@ -67,9 +67,10 @@ def panel_data(results, key, kind, folder):
             ours = 1 if t["tool"].startswith("sinkid") else 0
             rows.append(f"{quoted(t['tool'])} {t['median']:.4f} {t.get('min', t['median']):.4f} {ours}")
         goal = entry.get("goal", {}).get("seconds")
-        if key == "tus":  # the goal is 0.8 x curl's throughput: curl's time / 0.8
+        least = entry.get("goal", {}).get("least", 0.8)  # tus: a share of curl's throughput (0.8 before issue 22)
+        if key == "tus":  # the goal is that share of curl's throughput: curl's time / the share
             curl = next((t for t in entry.get("tools", []) if t["tool"].startswith("curl")), None)
-            goal = curl["median"] / 0.8 if curl else None
+            goal = curl["median"] / least if curl else None
         if key.startswith("W5"):  # the goal is lsyncd's time (to an rsync daemon) in the same run
             lsyncd = next((t for t in entry.get("tools", []) if t["tool"] == "lsyncd (rsync daemon)"), None)
             goal = lsyncd["median"] if lsyncd else None
@@ -111,7 +112,7 @@ def script(results, folder, out):
         path, goal, sub = data
         drawn += 1
         if goal:
-            sub += f"; goal (dashed): <= {goal:.2f} s" + (" = 0.8 x curl" if key == "tus" else " = lsyncd" if key.startswith("W5") else "")
+            sub += f"; goal (dashed): <= {goal:.2f} s" + (f" = {results[key].get('goal', {}).get('least', 0.8)} x curl" if key == "tus" else " = lsyncd" if key.startswith("W5") else "")
             if key.startswith("WAN") and "x rsync" in results[key].get("goal", {}).get("text", ""):
                 sub += " = " + results[key]["goal"]["text"].split("<= ")[1]
         lines.append(f"set title {quoted(title + chr(92) + 'n' + sub)}")
