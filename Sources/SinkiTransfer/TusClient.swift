@@ -152,12 +152,12 @@ public final class TusClient {
             let part = state.parts[index]
             guard let (offset, length) = try await head(part.url) else {
                 logger.info("upload \(part.url) is gone; starting over")
-                await terminateQuietly(state)
+                await terminateQuietly(state.urls)
                 return nil
             }
             guard length == part.length, offset <= part.length else {
                 logger.info("upload \(part.url) is for \(length.map(String.init) ?? "an unknown number of") bytes, not \(part.length); starting over")
-                await terminateQuietly(state)
+                await terminateQuietly(state.urls)
                 return nil
             }
             state.parts[index].offset = offset
@@ -166,21 +166,20 @@ public final class TusClient {
         return state
     }
 
-    private func terminateQuietly(_ state: TusUploadState, isolation: isolated (any Actor)? = #isolation) async {
+    /// Terminates `urls` when the server offers termination; one that cannot be terminated is left to expire.
+    private func terminateQuietly(_ urls: [String], isolation: isolated (any Actor)? = #isolation) async {
         guard run(offers: "termination") else { return }
-        for url in state.parts.map(\.url) + (state.url.map { [$0] } ?? []) {
+        for url in urls {
             do { try await terminate(url) } catch { logger.debug("terminating \(url): \(error)") }
         }
     }
 
     /// Terminates the parts of a joined upload: the final holds a copy of their bytes, and a server
     /// keeps a finished part until it expires (a day on sinki's), so a 1 GiB file sent in parts would
-    /// otherwise take 2 GiB of its disk meanwhile. A part that cannot be terminated is left to expire.
+    /// otherwise take 2 GiB of its disk meanwhile.
     private func dropJoinedParts(_ upload: UploadRun, isolation: isolated (any Actor)? = #isolation) async {
-        guard upload.state.parts.count > 1, run(offers: "termination") else { return }
-        for url in upload.state.parts.map(\.url) where url != upload.state.url {
-            do { try await terminate(url) } catch { logger.debug("terminating part \(url) of a joined upload: \(error)") }
-        }
+        guard upload.state.parts.count > 1 else { return }
+        await terminateQuietly(upload.state.parts.map(\.url).filter { $0 != upload.state.url })
     }
 
     private func run(offers name: String) -> Bool { capabilities?.offers(name) ?? false }

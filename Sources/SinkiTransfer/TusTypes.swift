@@ -148,6 +148,9 @@ public struct TusUploadState: Sendable, Equatable {
         self.parts = parts
     }
 
+    /// The uploads it names: the parts, then the final one (a sequential upload's URL is its one part's).
+    var urls: [String] { parts.map(\.url) + (url.map { [$0] } ?? []) }
+
     /// One line of text: `v1 SIZE URL|- [URL START LENGTH OFFSET]...` (URLs hold no spaces).
     public var encoded: String {
         var words = ["v1", String(size), url ?? "-"]
