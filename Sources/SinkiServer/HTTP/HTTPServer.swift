@@ -466,11 +466,9 @@ final class HTTPServer: Sendable {
         } else if let known = error as? RouteError {
             problem = known.problem
             headers += known.headers
-        } else if let full = Self.diskFull(error, requestID: context.requestID) {
-            problem = full
-            logger.error("\(context.method) \(context.path) request \(context.requestID) failed: \(error)")
         } else {
-            problem = Problem(.internalError, detail: "the server failed; its log has request \(context.requestID)")
+            problem = Self.diskFull(error, requestID: context.requestID)
+                ?? Problem(.internalError, detail: "the server failed; its log has request \(context.requestID)")
             logger.error("\(context.method) \(context.path) request \(context.requestID) failed: \(error)")
         }
         problem.requestId = context.requestID
@@ -487,8 +485,8 @@ final class HTTPServer: Sendable {
 
     /// A failure because the server's disk (or its user's disk quota) is full: `507 disk-full`, which
     /// clients take as "not now" (an agent keeps its changes and asks again later, and status says
-    /// why) where a 500 says only that the server failed.
-    /// The detail names no server path: the log has the error.
+    /// why) where a 500 says only that the server failed. The detail names no server path: the log
+    /// has the error.
     static func diskFull(_ error: any Error, requestID: String) -> Problem? {
         let full: Bool
         switch error {
