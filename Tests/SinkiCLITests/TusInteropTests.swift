@@ -88,12 +88,7 @@ import Testing
     }
 
     /// Bytes of all upload files in the tuspyserver's folder (its `.info` files left out).
-    static func bytesOnTuspyserver(_ directory: String) -> Int {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        return names.filter { !$0.hasSuffix(".info") }.reduce(0) { total, name in
-            total + (((try? FileManager.default.attributesOfItem(atPath: directory + "/" + name))?[.size] as? Int) ?? 0)
-        }
-    }
+    static func bytesOnTuspyserver(_ directory: String) -> Int { bytesOfFiles(in: directory) { !$0.hasSuffix(".info") } }
 
     @Test func sinkidUploadResumesAfterTheServerIsCutOff() throws {
         let cluster = Cluster("sinki-tus-interop")

@@ -152,3 +152,12 @@ public func quickListing(_ root: String, times: Bool = true) -> [String: String]
     }
     return out
 }
+
+/// The bytes of the files directly in `directory` whose names `counts` takes (a file gone while looked
+/// at counts 0): what a server or a peer holds in an upload folder.
+public func bytesOfFiles(in directory: String, where counts: (String) -> Bool = { _ in true }) -> Int {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+    return names.filter(counts).reduce(0) { total, name in
+        total + (((try? FileManager.default.attributesOfItem(atPath: directory + "/" + name))?[.size] as? Int) ?? 0)
+    }
+}

@@ -266,12 +266,7 @@ final class TusTestServer: @unchecked Sendable {
     }
 
     /// Bytes of every upload the server holds (`*.bin`).
-    func bytesOfUploads() -> Int {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: uploads)) ?? []
-        return names.filter { $0.hasSuffix(".bin") }.reduce(0) { total, name in
-            total + (((try? FileManager.default.attributesOfItem(atPath: uploads + "/" + name))?[.size] as? Int) ?? 0)
-        }
-    }
+    func bytesOfUploads() -> Int { bytesOfFiles(in: uploads) { $0.hasSuffix(".bin") } }
 
     /// The SHA-256 the server computed as the bytes came in (from its info file).
     func sha256(_ url: String) -> String? {
