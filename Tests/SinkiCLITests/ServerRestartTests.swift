@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import SinkiRecord
+import SinkiSupport
 import SinkiTestSupport
 import Testing
 
@@ -99,6 +100,7 @@ import Testing
             try ["a", "b"].allSatisfy { try status(cluster, $0)["agent"]?["state"] == .string("up-to-date") }
         }
 
+        let wentDown = Clock.monotonic()
         if scenario.kill { cluster.killServer() } else { cluster.stopServer() }
         var expected: Set<String> = ["before.save"]
         if scenario.whileDown {
@@ -110,6 +112,7 @@ import Testing
         if scenario.downSeconds > 0 { try await Task.sleep(nanoseconds: UInt64(scenario.downSeconds * 1e9)) }
         let restarted = try cluster.restartServer()
         try waitForAnswer(cluster)
+        let outage = Double(Clock.monotonic() - wentDown) / 1e9
         try writeFile(a + "/after-a.save", "written on a right after the restart")
         try writeFile(b + "/after-b.save", "written on b right after the restart")
         expected.formUnion(["after-a.save", "after-b.save"])
@@ -149,9 +152,13 @@ import Testing
         }
         if scenario.front == .nginx {
             // nginx's 502s while the server was down are an unreachable server, tried again with backoff:
-            // a handful of pushes, not a push for every 502 as fast as nginx answers.
+            // a handful of pushes, not a push for every 502 as fast as nginx answers. Each agent may have
+            // its pipeline of pushes refused, then probes at no less than the shortest backoff step with
+            // its jitter (0.375 s, then 0.75 s) for as long as the outage lasted: on a loaded machine the
+            // restart alone can take seconds, so the bound follows the outage measured, not the 2 s asked.
             let refused = Nginx.accessLog(cluster.directory).split(separator: "\n").filter { $0.hasPrefix("POST /v1/records/modify 502") }
-            #expect(refused.count <= 10, "\(scenario): \(refused.count) pushes answered 502 while the server was down")
+            let perAgent = 3 + 1 + Int((outage / 0.75).rounded(.up))
+            #expect(refused.count <= 2 * perAgent, "\(scenario): \(refused.count) pushes answered 502 in a \(String(format: "%.1f", outage)) s outage")
         }
     }
 
