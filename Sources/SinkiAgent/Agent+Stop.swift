@@ -10,6 +10,8 @@ struct StopWait {
     var awaiting: String?
     /// When the stop began (monotonic nanoseconds).
     var since: Int64 = 0
+    /// The replica call the look at the disk awaits, in words, while it awaits one.
+    var diskStep: String?
 }
 
 extension Agent {
@@ -44,6 +46,18 @@ extension Agent {
         finishIfIdle()
     }
 
+    /// What the look at the disk and the replica's queue are doing, for a stop that waits on them: a
+    /// queue held by one call that does not end reads differently from a call that awaits something else.
+    private var replicaState: String {
+        var parts: [String] = []
+        if let step = stopWait.diskStep { parts.append("the look at the disk is in \(step)") }
+        if let replica {
+            parts.append(replica.busyFor.map { "the state's queue has run one call for \(String(format: "%.1f", Double($0) / 1e9)) s" }
+                ?? "the state's queue is idle")
+        }
+        return parts.isEmpty ? "" : " (" + parts.joined(separator: "; ") + ")"
+    }
+
     func finishIfIdle() {
         guard stopping, stopPending.isEmpty, let finished else { return }
         self.finished = nil
@@ -66,7 +80,7 @@ extension Agent {
     private func saySlowStop() {
         let seconds = String(format: "%.0f", Double(Clock.monotonic() - stopWait.since) / 1e9)
         if finished == nil {
-            logger.warning("still stopping after \(seconds) s: waiting for \(stopWait.awaiting ?? "its last steps")")
+            logger.warning("still stopping after \(seconds) s: waiting for \(stopWait.awaiting ?? "its last steps")" + replicaState)
         } else if stopPending.isEmpty {
             // Everything ended, but the last of it did not say so: a bug, which need not hold the stop.
             logger.warning("still stopping after \(seconds) s with nothing left to wait for (a bug); stopping now")

@@ -1,3 +1,4 @@
+import SinkiRecord
 import SinkiState
 import SinkiSupport
 import SinkiWatch
@@ -23,7 +24,10 @@ extension Agent {
 
     /// Runs the pending looks at the disk, one batch at a time, until none is left.
     private func lookAtDisk() async {
-        defer { lookingAtDisk = false }
+        defer {
+            lookingAtDisk = false
+            stopWait.diskStep = nil
+        }
         guard let replica else { return }
         while !stopping && !pendingWatch.isEmpty {
             let batch = pendingWatch
@@ -47,22 +51,27 @@ extension Agent {
                 var queued = 0
                 if !batch.overflow {
                     for move in batch.moves where control.safetyStops[move.root] == nil {
+                        stopWait.diskStep = "a move"
                         let report = try await replica.move(from: move.from, to: move.to, isDirectory: move.isDirectory, progress: pushProgress)
                         queued += report.queued
                         note(report, root: move.root)
                     }
                 }
                 for (root, paths) in plain where control.safetyStops[root] == nil {
+                    stopWait.diskStep = "a check of \(paths.count) path(s)"
                     let report = try await replica.check(root: root, paths: paths, progress: pushProgress)
                     queued += report.queued
                     note(report, root: root)
                 }
                 for path in walks where control.safetyStops[path.root] == nil {
+                    stopWait.diskStep = "a walk of " + (path.relative.isEmpty ? "the root" : quoted(path.relative))
                     let report = try await replica.reconcile(path, progress: pushProgress)
                     queued += report.queued
                     note(report, root: path.root)
                 }
+                stopWait.diskStep = "the roots to walk again"
                 for root in await replica.takeRescans() where control.safetyStops[root] == nil {
+                    stopWait.diskStep = "a walk of a root whose ignore rules changed"
                     let report = try await replica.reconcile(LocalPath(root, ""), progress: pushProgress)
                     queued += report.queued
                     note(report, root: root)
@@ -71,8 +80,10 @@ extension Agent {
                 // A local event may have removed the cause of a remote change not applied (space freed,
                 // a file closed, a folder made or made writable): those of its root are tried now.
                 for root in Set(batch.changes.map(\.path.root) + batch.moves.map(\.root)) { causeMayHaveGone(root: root) }
+                stopWait.diskStep = "the files that changed while read"
                 let unstable = await replica.takeUnstable()
                 if !unstable.isEmpty { recheckLater(unstable) }
+                stopWait.diskStep = "the files left for later"
                 let deferred = await replica.takeDeferred()
                 if !deferred.isEmpty { recheckLater(deferred, after: 700) }
                 if queued > 0 { pumpSync() }

@@ -16,6 +16,8 @@ import SinkiSupport
 public actor Replica {
     private let executor = QueueExecutor(label: "sinki-replica")
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    /// How long the call running on the replica's queue now has held it (nanoseconds); nil when none runs.
+    public nonisolated var busyFor: Int64? { executor.runningFor }
 
     let context: ReplicaContext
     let observer: LocalObserver
