@@ -184,7 +184,7 @@ extension Agent {
             return ApplyFailure(.invalid, "the manifest of \(quoted(fetch.path)) is not valid: \(problem)")
         }
         // What was fetched while the sender sent it becomes this download's first chunks.
-        _ = await adoptPrefetch(fetch.path, chunks: chunks, id: asset.sha256)
+        let handed = await adoptPrefetch(fetch.path, chunks: chunks, id: asset.sha256)
         transfers.moving[key] = TransferBook.Moving(direction: .download, total: asset.size)
         defer { transfers.moving[key] = nil }
         // With the line when it ends (downloaded, or failed), what ran at once is in the log.
@@ -192,7 +192,10 @@ extension Agent {
         do {
             let assembler = try await replica.assembler(for: asset)
             // An earlier run's chunks are read back and checked: a kill may have lost what the page cache held.
-            _ = await Blocking.run { assembler.recheck() }
+            // Chunks handed over from what was fetched ahead were checked as they were placed, by this run,
+            // in a download file made for them (a hand-over never joins an existing one): read back and
+            // hashed again they cost a second SHA-256 of the whole file after the record arrived.
+            if handed == 0 { _ = await Blocking.run { assembler.recheck() } }
             let wanted = assembler.missing.map { chunks[$0] }
             let (sources, places) = wanted.isEmpty ? ([], [:]) : try await replica.chunkSources(for: wanted)
             let before = assembler.bytesInPlace
