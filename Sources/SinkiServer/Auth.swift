@@ -19,11 +19,14 @@ final class Authenticator: Sendable {
     static let refusal = "send Authorization: Bearer TOKEN with a live token of this server"
 
     /// The identity of a request, or nil for no token, a token this server does not know, a revoked
-    /// one and an expired one alike.
-    func identify(authorization: String?, now: Int64 = Clock.now()) -> ServerIdentity? {
+    /// one and an expired one alike. Throws when the store cannot be asked: that is no answer about the
+    /// token, and must not read as one (an agent told 401 takes its token for revoked and stops sending).
+    func identify(authorization: String?, now: Int64 = Clock.now()) throws(TokenLookupFailed) -> ServerIdentity? {
         guard let accounts else { return .anonymous }
         guard let secret = Self.bearer(authorization) else { return nil }
-        guard let token = try? accounts.token(id: secret.id), secret.matches(token.secretHash), token.isLive(at: now) else { return nil }
+        let found: DeviceToken?
+        do { found = try accounts.token(id: secret.id) } catch { throw TokenLookupFailed(cause: "\(error)") }
+        guard let token = found, secret.matches(token.secretHash), token.isLive(at: now) else { return nil }
         noteUse(token.id, now: now)
         return ServerIdentity(user: token.user, device: token.device, tokenID: token.id, chainID: token.chainID, scope: token.scope)
     }
@@ -46,6 +49,13 @@ final class Authenticator: Sendable {
         // Last use is a convenience for `token list`; a failed write of it costs nothing else.
         if due { try? accounts?.markUsed(id: id, at: now) }
     }
+}
+
+/// The accounts store failed while a token was looked up (its database unreadable, busy past its
+/// timeout, or gone): the request is answered 503 with `Retry-After`, not 401.
+struct TokenLookupFailed: Error, CustomStringConvertible {
+    var cause: String
+    var description: String { "cannot look up a token: \(cause)" }
 }
 
 /// A tokens file that could not be read or has a bad line: `FILE:LINE: what is wrong`.

@@ -254,8 +254,16 @@ final class HTTPServer: Sendable {
             return answer(context, connection, error: problem, headers: context.refusalHeaders)
         }
         let authorization = connection.header("Authorization")
-        guard let identity = authenticator.identify(authorization: authorization) else {
-            return refuse(context, connection, Problem(.unauthorized, detail: Authenticator.refusal))
+        let identity: ServerIdentity
+        do {
+            guard let found = try authenticator.identify(authorization: authorization) else {
+                return refuse(context, connection, Problem(.unauthorized, detail: Authenticator.refusal))
+            }
+            identity = found
+        } catch {
+            logger.error("\(error) (request \(context.requestID)); answered 503")
+            return refuse(context, connection, RouteError(Problem(.unavailable, detail: "the server cannot check tokens now; retry later"),
+                                                          headers: [("Retry-After", "1")]))
         }
         context.tokenID = identity.tokenID
         // A long-poll or a body may outlive the token: its expiry then cuts them as a revocation does.
