@@ -50,7 +50,7 @@ let package = Package(
         .target(name: "SinkiTestSupport", dependencies: ["CSystemShim", "SinkiRecord", "SinkiSupport"], path: "Tests/SinkiTestSupport", swiftSettings: strict),
         .testTarget(name: "SinkiRecordTests", dependencies: ["SinkiRecord", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiSupportTests", dependencies: ["SinkiSupport", "SinkiTestSupport"], swiftSettings: strict),
-        .testTarget(name: "SinkiLoopTests", dependencies: ["SinkiLoop"], swiftSettings: strict),
+        .testTarget(name: "SinkiLoopTests", dependencies: ["SinkiLoop", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiTransferTests", dependencies: ["SinkiTransfer", "SinkiServer", "SinkiTestSupport"], exclude: ["Fixtures"], swiftSettings: strict),
         .testTarget(name: "SinkiWatchTests", dependencies: ["SinkiLoop", "SinkiSupport", "SinkiWatch", "SinkiTestSupport"], swiftSettings: strict),
         .testTarget(name: "SinkiStateTests", dependencies: ["SinkiConfig", "SinkiMerge", "SinkiState", "SinkiTestSupport"], swiftSettings: strict),

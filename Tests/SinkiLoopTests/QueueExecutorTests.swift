@@ -1,4 +1,5 @@
 import Dispatch
+import SinkiTestSupport
 import Testing
 @testable import SinkiLoop
 
@@ -19,19 +20,16 @@ actor OnQueue {
         #expect(actor.executor.runningFor == nil)
         let gate = DispatchSemaphore(value: 0)
         let held = Task { await actor.hold(gate) }
-        try await waitFor("the job to hold the queue") { (actor.executor.runningFor ?? 0) >= 50_000_000 }
+        // Generous: in a loaded full run the task that takes the job to the queue waited over 10 s for
+        // a thread of the shared pool, which other suites' blocking waits held.
+        do {
+            try await waitUntil("the job to hold the queue", timeout: 60, interval: 0.005) { (actor.executor.runningFor ?? 0) >= 50_000_000 }
+        } catch {
+            gate.signal()  // a queue left held would keep a thread of the test process blocked
+            throw error
+        }
         gate.signal()
         await held.value
-        try await waitFor("the queue to be idle") { actor.executor.runningFor == nil }
-    }
-
-    /// Generous: in a loaded full run the task that takes the job to the queue waited over 10 s for a
-    /// thread of the shared pool, which other suites' blocking waits held.
-    private func waitFor(_ what: String, _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !condition() {
-            if ContinuousClock.now > deadline { Issue.record("timed out waiting for \(what)"); return }
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        try await waitUntil("the queue to be idle", timeout: 60, interval: 0.005) { actor.executor.runningFor == nil }
     }
 }
