@@ -262,8 +262,7 @@ final class HTTPServer: Sendable {
             identity = found
         } catch {
             logger.error("\(error) (request \(context.requestID)); answered 503")
-            return refuse(context, connection, RouteError(Problem(.unavailable, detail: "the server cannot check tokens now; retry later"),
-                                                          headers: [("Retry-After", "1")]))
+            return refuse(context, connection, Self.retryLater("the server cannot check tokens now; retry later"))
         }
         context.tokenID = identity.tokenID
         // A long-poll or a body may outlive the token: its expiry then cuts them as a revocation does.
@@ -340,8 +339,12 @@ final class HTTPServer: Sendable {
 
     /// The answer to a body that does not fit beside those the server holds.
     private static func overBudget(_ bodies: BodyBudget) -> RouteError {
-        RouteError(Problem(.unavailable, detail: "the server holds \(bodies.limit >> 20) MiB of request bodies at once, the most it may; retry later"),
-                   headers: [("Retry-After", "1")])
+        retryLater("the server holds \(bodies.limit >> 20) MiB of request bodies at once, the most it may; retry later")
+    }
+
+    /// `503 unavailable` with `Retry-After: 1`: not now, which clients wait out and ask again.
+    private static func retryLater(_ detail: String) -> RouteError {
+        RouteError(Problem(.unavailable, detail: detail), headers: [("Retry-After", "1")])
     }
 
     /// The largest body of a refused request that is read (and dropped) so its answer arrives whole.
