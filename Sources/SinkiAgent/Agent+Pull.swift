@@ -54,9 +54,11 @@ extension Agent {
                 connected()
                 if let news = page.inflight { takeInFlight(news) }
                 recordsArrived(page.records)
-                if !page.records.isEmpty { digests.matched = false }
+                // Its own saves passed over moved the position too: the check follows as after any page.
+                if !page.records.isEmpty || page.omitted > 0 { digests.matched = false }
                 if case .streamed? = pending {
-                    logger.debug("feed: a page of \(page.records.count) record(s) on the open answer\(page.inflight == nil ? "" : ", with files in flight")")
+                    logger.debug("feed: a page of \(page.records.count) record(s) on the open answer\(page.omitted > 0 ? ", \(page.omitted) of this run's own saves passed over" : "")"
+                                 + (page.inflight == nil ? "" : ", with files in flight"))
                     // Its next pages come without asking, in order, while this one is written.
                     upcoming = pending
                 } else if page.more {

@@ -87,12 +87,12 @@ extension Agent {
     /// failed, or when the feed kept silent after a change the server took: its connection may be dead
     /// without a word (a server killed behind a proxy, a middlebox that forgot the connection), and a
     /// long-poll on it would wait out its whole timeout.
-    func wakeFeed(_ why: String) {
+    func wakeFeed(_ why: String, level: LogLevel = .info) {
         guard let parked = feed.parked, !stopping, !control.paused else { return }
         // One wake per parked request: the failures of one outage come in bursts.
         feed.parked = nil
         feed.askNow = true
-        logger.info("\(why): asking \(serverURL) for changes again now (the long-poll of \(String(format: "%.0f", Double(Clock.monotonic() - parked.since) / 1e9)) s is given up)")
+        logger.log(level, "\(why): asking \(serverURL) for changes again now (the long-poll of \(String(format: "%.0f", Double(Clock.monotonic() - parked.since) / 1e9)) s is given up)")
         Task { await self.restartPull() }
     }
 

@@ -126,6 +126,7 @@ extension Agent {
                 } else if !answered {
                     dropStagedPush()
                 }
+                if pushTasks.isEmpty { checkAfterPushes() }
                 finishIfIdle()
                 pumpSync()
             }
@@ -162,6 +163,7 @@ extension Agent {
                     }
                 }
             } catch let error as SyncError {
+                if !answered { for outgoing in batch { digests.unanswered.insert(PathKey(outgoing.record.path)) } }
                 await replica.sendFailed(batch)
                 // Refused, slowed down or out of room: planned again once the server lets us.
                 if noteAccess(error) || noteStorageFull(error, changes: batch.count) { return }
@@ -172,10 +174,20 @@ extension Agent {
                     logger.error("push failed: \(error)")
                 }
             } catch {
+                if !answered { for outgoing in batch { digests.unanswered.insert(PathKey(outgoing.record.path)) } }
                 await replica.sendFailed(batch)
                 logger.error("push failed: \(error)")
             }
         }
+    }
+
+    /// The check against the server's digests put off while saves were in flight runs now that the
+    /// last answer is recorded: in the pull loop, which is woken from its long-poll for it.
+    private func checkAfterPushes() {
+        guard digests.afterPushes, !stopping else { return }
+        digests.afterPushes = false
+        digests.checkFirst = true
+        wakeFeed("the saves in flight are answered; checking with the server's digests", level: .debug)
     }
 
     /// The staged batch goes back to be planned again (a stop, a push that failed): its paths are no

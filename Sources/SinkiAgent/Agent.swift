@@ -188,7 +188,9 @@ public actor Agent {
         // records with inline content, chunks and assets, every file at once.
         http.maxSendRate = configuration.transfer.maxRate
         http.maxReceiveRate = configuration.transfer.maxRate
-        client = SyncClient(http: http, base: serverURL, token: configuration.token ?? embeddedToken, device: configuration.device)
+        // A new origin each run: the answers of a run before may have been lost, and its saves must come back.
+        client = SyncClient(http: http, base: serverURL, token: configuration.token ?? embeddedToken, device: configuration.device,
+                            origin: SaveOrigin(validating: RandomID.hex())!)
         sleeper = LoopSleeper(loop: loop)
         let watcher = Watcher(loop: loop, inotify: inotify, echoes: echoes, delayMilliseconds: configuration.watchDelayMilliseconds,
                               logger: logger.child("watch"))

@@ -145,13 +145,17 @@ public struct RecordPage: Sendable, Equatable {
     public var floor: Int64?
     /// On the change feed asked with `inflight=N`: files other devices are sending now.
     public var inflight: InFlightNews?
+    /// On the change feed asked with `omitOrigin`: how many of the reader's own saves the page passed
+    /// over (its token is past them).
+    public var omitted: Int
 
-    public init(records: [Record], token: String, more: Bool, floor: Int64? = nil, inflight: InFlightNews? = nil) {
+    public init(records: [Record], token: String, more: Bool, floor: Int64? = nil, inflight: InFlightNews? = nil, omitted: Int = 0) {
         self.records = records
         self.token = token
         self.more = more
         self.floor = floor
         self.inflight = inflight
+        self.omitted = omitted
     }
 
     public var jsonBytes: [UInt8] {
@@ -187,6 +191,7 @@ public struct RecordPage: Sendable, Equatable {
         writer.field("token", token)
         writer.field("more", more)
         if let floor { writer.field("floor", floor) }
+        if omitted > 0 { writer.field("omitted", Int64(omitted)) }
         if let inflight {
             writer.key("inflight")
             inflight.write(to: &writer)
@@ -215,6 +220,10 @@ public struct RecordPage: Sendable, Equatable {
             case "token": page.token = try reader.readString()
             case "more": page.more = try reader.readBool()
             case "floor": page.floor = try reader.readInt64()
+            case "omitted":
+                let count = try reader.readInt64()
+                guard count >= 0, count <= Int64(Int32.max) else { throw RecordFieldError(field: "omitted", message: "must be a count, not \(count)") }
+                page.omitted = Int(count)
             case "inflight": page.inflight = try InFlightNews.read(from: &reader)
             default: try reader.skipValue()
             }

@@ -203,8 +203,10 @@ public final class SyncServer: Sendable {
             // Behind a proxy every connection comes from it: a cap per address would cap everyone.
             if configuration.behindProxy { limits.maxConnectionsPerAddress = 0 }
             let inflight = InFlightBoard()
-            router.add("POST", Routes.modify, ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads, chunks: chunks, inflight: inflight))
-            router.add("GET", Routes.changes, ChangesRoute(store: store, limits: limits, inflight: inflight, chunks: chunks))
+            let origins = OriginBook()
+            router.add("POST", Routes.modify, ModifyRoute(store: store, hub: hub, limits: limits, uploads: uploads, chunks: chunks, inflight: inflight,
+                                                          origins: origins))
+            router.add("GET", Routes.changes, ChangesRoute(store: store, limits: limits, inflight: inflight, chunks: chunks, origins: origins))
             router.add("POST", Routes.inflight, InFlightRoute(board: inflight, hub: hub))
             router.add("GET", Routes.records, LookupRoute(store: store, limits: limits, chunks: chunks))
             router.add("GET", Routes.digests, DigestRoute(store: store))

@@ -64,12 +64,16 @@ public final class SyncClient {
     /// This device's bearer token; every request carries it (`request(_:_:)`).
     public var bearerToken: String?
     public let device: String
+    /// This run's origin (`Sinki-Origin`): its saves carry it, and the feed it reads passes over them.
+    /// Nil for a client that saves nothing it learns from the answer alone (the history commands).
+    public let origin: SaveOrigin?
 
-    public init(http: HTTPClient, base: String, token: String?, device: String) {
+    public init(http: HTTPClient, base: String, token: String?, device: String, origin: SaveOrigin? = nil) {
         self.http = http
         self.base = base
         bearerToken = token
         self.device = device
+        self.origin = origin
     }
 
     /// A request to `path` (a route of `Routes`, with its query) that carries this device's token: the one
@@ -92,19 +96,22 @@ public final class SyncClient {
     /// A server older than frames answers JSON and is sent JSON; one that answers in frames takes them.
     public private(set) var sendsFrames = false
 
-    /// Sends a modify batch whose body was built off the loop (`ModifyBody`).
+    /// Sends a modify batch whose body was built off the loop (`ModifyBody`), under this run's origin:
+    /// the caller records every answer, so the feed need not bring these saves back.
     public func modify(_ body: ModifyBody, isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> ModifyResponse {
-        try await send(body, isolation: isolation)
+        try await send(body, origin: origin, isolation: isolation)
     }
 
     /// A batch of one or a few records, encoded here.
     public func modify(records: [Record], isolation: isolated (any Actor)? = #isolation) async throws(SyncError) -> ModifyResponse {
-        try await send(ModifyBody(ModifyRequest(records: records), frames: sendsFrames), isolation: isolation)
+        // Without the origin: such a save (a conflict resolved, a record shared) comes back by the feed.
+        try await send(ModifyBody(ModifyRequest(records: records), frames: sendsFrames), origin: nil, isolation: isolation)
     }
 
-    private func send(_ body: ModifyBody, isolation: isolated (any Actor)?) async throws(SyncError) -> ModifyResponse {
+    private func send(_ body: ModifyBody, origin: SaveOrigin?, isolation: isolated (any Actor)?) async throws(SyncError) -> ModifyResponse {
         var request = request("POST", Routes.modify, timeout: 300)
         request.headers.append(("Content-Type", body.frames ? RecordFrames.mediaType : "application/json"))
+        if let origin { request.headers.append((SaveOrigin.header, origin.text)) }
         request.body = .bytes(body.bytes)
         let response = try await send(request, isolation: isolation)
         return try await parse(response, isolation: isolation) { try ModifyResponse.parse($0) }
@@ -156,6 +163,7 @@ public final class SyncClient {
 
     private func changesRequest(since position: String?, wait: Int, limit: Int, inflight: Int64?, stream: Bool) -> HTTPRequest {
         var path = Routes.changes + "?limit=\(limit)&wait=\(wait)&omitDataFrom=" + Self.escape(device)
+        if let origin { path += "&\(SaveOrigin.query)=" + origin.text }
         if let position, !position.isEmpty { path += "&since=" + Self.escape(position) }
         if let inflight { path += "&inflight=\(inflight)" }
         if stream { path += "&stream=1" }

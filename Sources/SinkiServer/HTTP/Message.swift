@@ -88,6 +88,15 @@ struct Request {
 
     func header(_ name: String) -> String? { connection.header(name) }
 
+    /// The agent run a modify request saves for (`Sinki-Origin`); nil when not given.
+    func saveOrigin() throws(Problem) -> SaveOrigin? {
+        guard let text = header(SaveOrigin.header), !text.isEmpty else { return nil }
+        guard let origin = SaveOrigin(validating: text) else {
+            throw Problem(.badRequest, detail: "\(SaveOrigin.header) must be 16 to 64 of [0-9a-z-], not \(quoted(text))", field: SaveOrigin.header)
+        }
+        return origin
+    }
+
     /// A query argument; nil when absent. Bytes that are not UTF-8 answer `400 bad-request`.
     func query(_ name: String) throws(Problem) -> String? {
         switch connection.argument(name) {

@@ -7,11 +7,14 @@ struct FeedReader: Sendable {
     let store: any RecordStore
     let chunks: ChunkStore
     let board: InFlightBoard
+    let origins: OriginBook
     let user: String
     let storeID: String
     let limit: PageLimit
     let prefix: String?
     let omitDataFrom: String?
+    /// The reader's own saves, passed over.
+    let omitOrigin: SaveOrigin?
     /// The reader's device: its own files in flight are no news to it.
     let device: String
 
@@ -20,12 +23,19 @@ struct FeedReader: Sendable {
         let news = news(after: inflightAfter)
         let batch = try store.changes(user: user, after: tag, limit: limit, within: prefix)
         var records = batch.records
+        var omitted = 0
+        if let omitOrigin {
+            (records, omitted) = origins.leavingOut(records, user: user, origin: omitOrigin)
+        }
         chunks.flagIncomplete(&records, user: user)
         if let omitDataFrom {
             for index in records.indices where records[index].device == omitDataFrom { records[index].data = nil }
         }
-        let page = RecordPage(records: records, token: ChangeToken(storeID: storeID, tag: batch.lastTag).text, more: batch.more, inflight: news)
-        return (page, batch.lastTag, records.isEmpty && news == nil)
+        let page = RecordPage(records: records, token: ChangeToken(storeID: storeID, tag: batch.lastTag).text, more: batch.more,
+                              inflight: news, omitted: omitted)
+        // A page of the reader's own saves alone still answers: its position moved, and the reader
+        // learns that its feed is alive.
+        return (page, batch.lastTag, records.isEmpty && news == nil && omitted == 0)
     }
 
     /// The in-flight news after `position`; nil when the request did not ask or there is none.

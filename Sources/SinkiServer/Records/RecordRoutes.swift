@@ -10,9 +10,12 @@ struct ModifyRoute: Route {
     let chunks: ChunkStore
     /// Files in flight: a save at a path ends the session sending it.
     let inflight: InFlightBoard
+    /// Whose saves these are, for the feed each writer reads.
+    let origins: OriginBook
 
     func begin(_ request: Request) throws -> BodyPolicy {
         try request.requireWritable()
+        _ = try request.saveOrigin()
         if RecordFrames.names(request.header("Content-Type")) {
             return .parse(limit: limits.maxBodyBytes, ModifyFramesBody(limits: RecordFramesReader.Limits(
                 maxRecords: limits.maxBatchRecords, maxRecordBytes: Self.maxRecordBytes(limits, contentInJSON: false),
@@ -81,12 +84,12 @@ struct ModifyRoute: Route {
             // The whole batch: nothing of it was saved.
             throw full.problem
         }
-        var savedAny = false
+        var saved: [Int64] = []
         for (index, outcome) in zip(positions, outcomes) {
             switch outcome {
             case let .saved(record):
                 results[index] = ModifyResult(path: record.path, status: .saved, record: record)
-                savedAny = true
+                saved.append(record.changeTag)
                 inflight.end(user: user, path: record.path)
             case var .conflict(record):
                 var flagged = [record]
@@ -98,7 +101,9 @@ struct ModifyRoute: Route {
                 results[index] = ModifyResult(path: batch.records[index].path, status: .refused, problem: problem)
             }
         }
-        if savedAny { hub.notify(user: user) }
+        // Noted before the feed is woken, so the writer's own long-poll already passes over them.
+        if let origin = try request.saveOrigin() { origins.note(user: user, tags: saved, origin: origin) }
+        if !saved.isEmpty { hub.notify(user: user) }
         return .response(.json(ModifyResponse(results: results.map { $0! }).jsonBytes))
     }
 
@@ -139,8 +144,9 @@ struct ModifyRoute: Route {
     }
 }
 
-/// `GET /v1/changes?since=TOKEN&wait=SECONDS&limit=N&omitDataFrom=DEVICE&inflight=N&stream=1`: the
-/// change feed, long-polling when nothing is new. With `inflight`, the answer also carries the files
+/// `GET /v1/changes?since=TOKEN&wait=SECONDS&limit=N&omitDataFrom=DEVICE&omitOrigin=ORIGIN&inflight=N&stream=1`:
+/// the change feed, long-polling when nothing is new. With `omitOrigin`, the saves that origin made
+/// are passed over (the page says how many). With `inflight`, the answer also carries the files
 /// other devices are sending now, announced after that position (and a long-poll answers as soon as
 /// there are some). With `stream=1`, a long-poll answered in frames goes on after its first page with
 /// each page that commits until its `wait` is up (docs/protocol.md, "A feed that streams").
@@ -150,6 +156,7 @@ struct ChangesRoute: Route {
     let inflight: InFlightBoard
     /// Which chunks went as damaged: records naming them are answered incomplete.
     let chunks: ChunkStore
+    let origins: OriginBook
 
     func respond(to request: Request) throws -> Reply {
         let since = try ChangeToken.parse(try request.query("since"), storeID: store.storeID)
@@ -163,6 +170,14 @@ struct ChangesRoute: Route {
         }
         // A writer already has the content of its own records: the feed it reads leaves it out.
         let omitDataFrom = try request.query("omitDataFrom").flatMap { $0.isEmpty ? nil : $0 }
+        // And it learnt of its own saves from their answers: the feed passes over them.
+        let omitOrigin = try request.query(SaveOrigin.query).flatMap { text throws(Problem) -> SaveOrigin? in
+            guard !text.isEmpty else { return nil }
+            guard let origin = SaveOrigin(validating: text) else {
+                throw Problem(.badRequest, detail: "\(SaveOrigin.query) must be 16 to 64 of [0-9a-z-], not \(quoted(text))", field: SaveOrigin.query)
+            }
+            return origin
+        }
         let inflightAfter = try request.query("inflight").map { text throws(Problem) -> Int64 in
             guard let value = Int64(text), value >= 0 else {
                 throw Problem(.badRequest, detail: "inflight must be a position of 0 or more, not \(quoted(text))", field: "inflight")
@@ -173,11 +188,11 @@ struct ChangesRoute: Route {
         // Only frames stream: a page's envelope closes it, so a reader knows where each ends.
         let streams = try request.flagQuery("stream") && frames && wait > 0
         let feed = FeedReader(
-            store: store, chunks: chunks, board: inflight, user: request.identity.user, storeID: since.storeID,
+            store: store, chunks: chunks, board: inflight, origins: origins, user: request.identity.user, storeID: since.storeID,
             limit: PageLimit(records: count, dataBytes: limits.maxPageDataBytes),
             // A token narrowed to a prefix reads a feed of that prefix only: the store filters, so the token
             // moves past nothing it did not send.
-            prefix: request.scopePrefix, omitDataFrom: omitDataFrom,
+            prefix: request.scopePrefix, omitDataFrom: omitDataFrom, omitOrigin: omitOrigin,
             // Its own files are no news to a device: named as its records name it (agents may share a token).
             device: omitDataFrom ?? request.identity.device)
         guard wait > 0 else {
