@@ -35,6 +35,9 @@ struct DigestCheckState {
     /// passed over them, so until they are sent again a check finds them differing, and takes them from
     /// the server. That is not a defect of the copy, and is not counted as one.
     var unanswered = Set<PathKey>()
+    /// The feed position before this run's saves is noted in the state database (`markFeedBeforeSaves`):
+    /// a save goes only once it is, and it is let go when a check finds the copy complete.
+    var feedMarkedBeforeSaves = false
 
     /// Rounds of descent and repair in one check; a mismatch left after them is shown as an error.
     static let rounds = 3
@@ -72,6 +75,12 @@ extension Agent {
             digests.failedChecks = 0
             if same {
                 digests.unanswered.removeAll()
+                // Every save is answered and in the copy (no push runs during a check): a restart need
+                // not read the feed again from before them.
+                if digests.feedMarkedBeforeSaves && pushTasks.isEmpty {
+                    digests.feedMarkedBeforeSaves = false
+                    try await replica.clearFeedBeforeSaves()
+                }
                 digests.failure = nil
                 digests.lastMatch = Clock.now()
             }

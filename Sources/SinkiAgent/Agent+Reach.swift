@@ -40,9 +40,11 @@ extension Agent {
         feed.nextID += 1
         feed.parked = (id, Clock.monotonic())
         let pages = FeedPages(since: token, inflight: prefetch.position), wait = configuration.pollWaitSeconds
+        feed.stream = (id, pages)
         pages.onEnd = { [unowned self] in
             self.assumeIsolated { agent in
                 if agent.feed.parked?.id == id { agent.feed.parked = nil }
+                if agent.feed.stream?.id == id { agent.feed.stream = nil }
                 agent.feed.echoTimer?.stop()
                 agent.feed.echoTimer = nil
             }

@@ -134,6 +134,11 @@ extension Agent {
                 let records = batch.map(\.record)
                 let frames = client.sendsFrames
                 let body = await Blocking.run { () -> ModifyBody in ModifyBody(ModifyRequest(records: records), frames: frames) }
+                if !digests.feedMarkedBeforeSaves {
+                    // Before the save goes: the feed passes over it, and only its answer tells this run of it.
+                    try await replica.markFeedBeforeSaves()
+                    digests.feedMarkedBeforeSaves = true
+                }
                 let sentAt = Clock.monotonic()
                 let sharing = pushTasks.count
                 let response = try await client.modify(body)
@@ -182,10 +187,12 @@ extension Agent {
     }
 
     /// The check against the server's digests put off while saves were in flight runs now that the
-    /// last answer is recorded: in the pull loop, which is woken from its long-poll for it.
+    /// last answer is recorded, in the pull loop: an open streamed answer is handed a page that says
+    /// nothing new (the loop checks after it as after any page), a parked long-poll is given up.
     private func checkAfterPushes() {
         guard digests.afterPushes, !stopping else { return }
         digests.afterPushes = false
+        if let stream = feed.stream?.pages, stream.nudge() { return }
         digests.checkFirst = true
         wakeFeed("the saves in flight are answered; checking with the server's digests", level: .debug)
     }

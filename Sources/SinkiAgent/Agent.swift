@@ -279,6 +279,9 @@ public actor Agent {
         do {
             try await replica.bindServer(feedKey)
             uncleanStart = try await replica.markRunning()
+            if try await replica.rewindFeedBeforeSaves() {
+                logger.info("the last run ended before every save it made was answered: reading the feed again from before them")
+            }
             if let since = try await replica.pausedSince() {
                 control.paused = true
                 control.pausedSince = since

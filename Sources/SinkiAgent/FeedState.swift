@@ -1,10 +1,13 @@
 import SinkiLoop
+import SinkiTransfer
 
 /// What the agent knows of its change feed's request: whether it is parked in a long-poll, and
 /// whether the next one must ask without waiting (docs/architecture.md, "Losing and finding the server").
 struct FeedState {
     /// The long-poll waiting at the server now: its number and when it was sent (monotonic ns).
     var parked: (id: Int, since: Int64)?
+    /// The streamed answer open now (its number as in `parked`), while it is.
+    var stream: (id: Int, pages: FeedPages)?
     var nextID = 0
     /// The next feed request asks without waiting (`sinkid sync`, a wake).
     var askNow = false

@@ -88,6 +88,10 @@ public enum MetaKey {
     public static let feedToken = "feed.token"
     /// The server URL the token belongs to; a different server starts the feed over.
     public static let feedServer = "feed.server"
+    /// The feed position before this agent's saves not yet known to be answered ("" for the feed's
+    /// start): the feed passes over a run's own saves, so a run that ends without their answers
+    /// leaves the next to read the feed again from here (`Replica.rewindFeedBeforeSaves`).
+    public static let feedBeforeSaves = "feed.before-saves"
     /// "0" while the Remote tree lacks what the feed moved past before it existed (an upgraded
     /// database, a feed started over): a full listing fills it; absent or "1" otherwise.
     public static let remoteSeeded = "remote.seeded"

@@ -98,6 +98,16 @@ public final class FeedPages {
         return head < arrived.count
     }
 
+    /// Hands the reader a page with nothing new, at the position the answer stands (so that it does
+    /// what it does after a page: the agent checks with the server's digests). False when the answer is
+    /// over or no position is known yet.
+    public func nudge() -> Bool {
+        guard outcome == nil, failure == nil, let since else { return false }
+        arrived.append(RecordPage(records: [], token: since, more: false))
+        arrivals.ring()
+        return true
+    }
+
     /// Ends the transfer and the pages.
     public func cancel() {
         transfer?.cancel()

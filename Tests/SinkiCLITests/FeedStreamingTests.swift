@@ -27,6 +27,35 @@ import Testing
         #expect(log.components(separatedBy: "/v1/changes?").count == asksBefore, "\(log.suffix(3000))")
     }
 
+    /// A writer's feed passes over its own saves (issue 22, item 4): it learnt each from the save's
+    /// answer. Its pages say how many it passed over, carry none of its records, and its copy of the
+    /// server's records still matches the server's digests, with nothing repaired.
+    @Test func aWriterDoesNotReadItsOwnSavesBack() async throws {
+        let cluster = Cluster("sinki-feed-own")
+        try cluster.startServer()
+        try cluster.startAgent("a")
+        try cluster.startAgent("b")
+        let a = cluster.root("a"), b = cluster.root("b")
+        try await waitUntil("both agents up to date", timeout: 15) {
+            try ["a", "b"].allSatisfy { try statusJSON(cluster, $0)["agent"]?["state"] == .string("up-to-date") }
+        }
+        for index in 1...20 {
+            try writeFile(a + "/own\(index).txt", "save \(index)")
+            try await waitUntil("own\(index).txt on b", timeout: 15) { FileManager.default.fileExists(atPath: b + "/own\(index).txt") }
+        }
+        try await waitUntil("a up to date with its digests matched", timeout: 15) {
+            let status = try statusJSON(cluster, "a")
+            return status["agent"]?["state"] == .string("up-to-date") && status["digest"]?["matched"] == .bool(true)
+        }
+        #expect(try statusJSON(cluster, "a")["digest"]?["repaired"] == .int(0))
+        let pages = try #require(cluster.agent("a")?.errors).components(separatedBy: "\n").filter { $0.contains("feed: a page of") }
+        #expect(pages.contains { $0.contains("own saves passed over") }, "\(pages)")
+        // b writes nothing: a page with a record would be one of a's own, read back.
+        #expect(pages.allSatisfy { $0.contains("a page of 0 record(s)") }, "\(pages)")
+        // b, another device, reads every one of them.
+        #expect(try #require(cluster.agent("b")?.errors).contains("own saves passed over") == false)
+    }
+
     /// The sender's own streamed feed stays open through a burst it sends: its pull loop, waiting for its
     /// own rounds, takes the pages late, but they arrive, and the feed is not taken for dead and read
     /// again (it was, 1.5 s into a burst of 10,000 files, and every page came twice).

@@ -63,7 +63,8 @@ import Testing
         let news = InFlightNews(position: 9, ended: ["s1"])
         for page in [RecordPage(records: Self.records(30, seed: 5), token: "s1.42", more: true),
                      RecordPage(records: [], token: "", more: false, floor: 7),
-                     RecordPage(records: Self.records(3, seed: 6), token: "s.1", more: false, inflight: news)] {
+                     RecordPage(records: Self.records(3, seed: 6), token: "s.1", more: false, inflight: news),
+                     RecordPage(records: Self.records(1, seed: 7), token: "s.12", more: false, omitted: 11)] {
             let parsed = try RecordPage.parse(page.framesBytes, contentType: "Application/Vnd.Sinki.Records; v=1")
             #expect(parsed == page)
             #expect(try RecordPage.parse(page.jsonBytes, contentType: "application/json") == page)

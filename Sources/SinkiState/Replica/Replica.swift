@@ -177,6 +177,26 @@ public actor Replica {
         }
     }
 
+    /// Notes the feed position before saves about to go (kept if one is noted already): until a check
+    /// against the server's digests finds the copy complete, a restart reads the feed again from here.
+    public func markFeedBeforeSaves() throws {
+        guard try store.meta(MetaKey.feedBeforeSaves) == nil else { return }
+        try store.setMeta(MetaKey.feedBeforeSaves, try store.meta(MetaKey.feedToken) ?? "")
+    }
+
+    /// Every save is answered and in the Remote tree (a check found the copy the same as the server's).
+    public func clearFeedBeforeSaves() throws { try store.setMeta(MetaKey.feedBeforeSaves, nil) }
+
+    /// At start: after a run that ended with saves whose answers it may not have had (the feed it read
+    /// passed over them), the feed is read again from before them, where they come as any other
+    /// device's saves. True when it was moved back. The note stays until a check finds the copy complete.
+    public func rewindFeedBeforeSaves() throws -> Bool {
+        guard let token = try store.meta(MetaKey.feedBeforeSaves) else { return false }
+        guard try store.meta(MetaKey.feedToken) != (token.isEmpty ? nil : token) else { return false }
+        try store.setMeta(MetaKey.feedToken, token.isEmpty ? nil : token)
+        return true
+    }
+
     /// Whether the Remote tree holds everything the feed position moved past.
     public var remoteSeeded: Bool { (try? store.meta(MetaKey.remoteSeeded)) != "0" }
 
