@@ -274,14 +274,14 @@ import Testing
             let since = a.errors.dropFirst(mark)
             return since.contains("sync now") && since.contains("walk ") && since.contains("transfer cancelled")
         }
-        // The pull loop runs again: a's own change comes back to it through a new long-poll (a page on
-        // its streamed answer, or the answer of one that ended).
+        // The pull loop runs again: a new long-poll answers a's own change (a page on its streamed answer
+        // that passes over it, the feed leaving a writer's own saves out, or the answer of one that ended).
         let afterSync = a.errors.count
         try put(cluster.root("a") + "/after-sync.save", "still syncing")
         try await waitUntil("the change pushed and seen in the feed") {
             let since = a.errors.dropFirst(afterSync).split(separator: "\n")
             return since.contains { $0.contains("pushed 1 change(s)") }
-                && since.contains { $0.contains("a page of 1 record(s) on the open answer") || ($0.contains("/v1/changes?") && $0.contains(": 200,")) }
+                && since.contains { $0.contains("1 of this run's own saves passed over") || ($0.contains("/v1/changes?") && $0.contains(": 200,")) }
         }
     }
 

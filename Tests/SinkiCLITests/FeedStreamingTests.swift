@@ -6,15 +6,20 @@ import Testing
 /// that streams"): changes saved one after another on another device reach it on one open answer, a
 /// page each, without a request of its own between them.
 @Suite struct FeedStreamingTests {
-    @Test func changesOneAfterAnotherArriveOnOneOpenAnswer() async throws {
-        let cluster = Cluster("sinki-feed-stream")
+    /// A server and agents a and b, both up to date.
+    static func twoAgentsUpToDate(_ cluster: Cluster) async throws {
         try cluster.startServer()
         try cluster.startAgent("a")
         try cluster.startAgent("b")
-        let a = cluster.root("a"), b = cluster.root("b")
         try await waitUntil("both agents up to date", timeout: 15) {
             try ["a", "b"].allSatisfy { try statusJSON(cluster, $0)["agent"]?["state"] == .string("up-to-date") }
         }
+    }
+
+    @Test func changesOneAfterAnotherArriveOnOneOpenAnswer() async throws {
+        let cluster = Cluster("sinki-feed-stream")
+        try await Self.twoAgentsUpToDate(cluster)
+        let a = cluster.root("a"), b = cluster.root("b")
         let asksBefore = try #require(cluster.agent("b")?.errors).components(separatedBy: "/v1/changes?").count
         for index in 1...5 {
             try writeFile(a + "/save\(index).txt", "save \(index)")
@@ -32,13 +37,8 @@ import Testing
     /// server's records still matches the server's digests, with nothing repaired.
     @Test func aWriterDoesNotReadItsOwnSavesBack() async throws {
         let cluster = Cluster("sinki-feed-own")
-        try cluster.startServer()
-        try cluster.startAgent("a")
-        try cluster.startAgent("b")
+        try await Self.twoAgentsUpToDate(cluster)
         let a = cluster.root("a"), b = cluster.root("b")
-        try await waitUntil("both agents up to date", timeout: 15) {
-            try ["a", "b"].allSatisfy { try statusJSON(cluster, $0)["agent"]?["state"] == .string("up-to-date") }
-        }
         for index in 1...20 {
             try writeFile(a + "/own\(index).txt", "save \(index)")
             try await waitUntil("own\(index).txt on b", timeout: 15) { FileManager.default.fileExists(atPath: b + "/own\(index).txt") }
@@ -61,12 +61,7 @@ import Testing
     /// again (it was, 1.5 s into a burst of 10,000 files, and every page came twice).
     @Test func aSenderKeepsItsStreamedFeedThroughABurst() async throws {
         let cluster = Cluster("sinki-feed-burst")
-        try cluster.startServer()
-        try cluster.startAgent("a")
-        try cluster.startAgent("b")
-        try await waitUntil("both agents up to date", timeout: 15) {
-            try ["a", "b"].allSatisfy { try statusJSON(cluster, $0)["agent"]?["state"] == .string("up-to-date") }
-        }
+        try await Self.twoAgentsUpToDate(cluster)
         let asksBefore = try #require(cluster.agent("a")?.errors).components(separatedBy: "/v1/changes?").count
         let burst = cluster.directory.child("burst")
         for folder in 0..<100 {
