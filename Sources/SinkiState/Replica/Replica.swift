@@ -171,6 +171,8 @@ public actor Replica {
             try store.transaction {
                 try store.setMeta(MetaKey.feedServer, server)
                 try store.setMeta(MetaKey.feedToken, nil)
+                // A position in another server's feed is nothing to go back to (bound at start, before any save).
+                try store.setMeta(MetaKey.feedBeforeSaves, nil)
                 try store.clearRemote()
                 try store.setMeta(MetaKey.remoteSeeded, nil)
             }
