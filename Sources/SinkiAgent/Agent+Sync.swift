@@ -125,6 +125,8 @@ extension Agent {
                     push(staged)
                 } else if !answered {
                     dropStagedPush()
+                    // Saved or not, the feed passed over them: a check takes them from the server.
+                    for outgoing in batch { digests.unanswered.insert(PathKey(outgoing.record.path)) }
                 }
                 if pushTasks.isEmpty { checkAfterPushes() }
                 finishIfIdle()
@@ -168,7 +170,6 @@ extension Agent {
                     }
                 }
             } catch let error as SyncError {
-                if !answered { for outgoing in batch { digests.unanswered.insert(PathKey(outgoing.record.path)) } }
                 await replica.sendFailed(batch)
                 // Refused, slowed down or out of room: planned again once the server lets us.
                 if noteAccess(error) || noteStorageFull(error, changes: batch.count) { return }
@@ -179,7 +180,6 @@ extension Agent {
                     logger.error("push failed: \(error)")
                 }
             } catch {
-                if !answered { for outgoing in batch { digests.unanswered.insert(PathKey(outgoing.record.path)) } }
                 await replica.sendFailed(batch)
                 logger.error("push failed: \(error)")
             }

@@ -191,7 +191,7 @@ public struct RecordPage: Sendable, Equatable {
         writer.field("token", token)
         writer.field("more", more)
         if let floor { writer.field("floor", floor) }
-        if omitted > 0 { writer.field("omitted", Int64(omitted)) }
+        if omitted > 0 { writer.field("omitted", omitted) }
         if let inflight {
             writer.key("inflight")
             inflight.write(to: &writer)

@@ -89,13 +89,7 @@ struct Request {
     func header(_ name: String) -> String? { connection.header(name) }
 
     /// The agent run a modify request saves for (`Sinki-Origin`); nil when not given.
-    func saveOrigin() throws(Problem) -> SaveOrigin? {
-        guard let text = header(SaveOrigin.header), !text.isEmpty else { return nil }
-        guard let origin = SaveOrigin(validating: text) else {
-            throw Problem(.badRequest, detail: "\(SaveOrigin.header) must be 16 to 64 of [0-9a-z-], not \(quoted(text))", field: SaveOrigin.header)
-        }
-        return origin
-    }
+    func saveOrigin() throws(Problem) -> SaveOrigin? { try SaveOrigin.fromWire(header(SaveOrigin.header), named: SaveOrigin.header) }
 
     /// A query argument; nil when absent. Bytes that are not UTF-8 answer `400 bad-request`.
     func query(_ name: String) throws(Problem) -> String? {
@@ -290,4 +284,16 @@ private final class HeaderValues {
     let name: String
     var values: [String] = []
     init(name: String) { self.name = name }
+}
+
+extension SaveOrigin {
+    /// An origin as a request gives it (the header, or the feed's `omitOrigin`): nil when absent or
+    /// empty, `400 bad-request` naming `field` when malformed.
+    static func fromWire(_ text: String?, named field: String) throws(Problem) -> SaveOrigin? {
+        guard let text, !text.isEmpty else { return nil }
+        guard let origin = SaveOrigin(validating: text) else {
+            throw Problem(.badRequest, detail: "\(field) must be 16 to 64 of [0-9a-z-], not \(quoted(text))", field: field)
+        }
+        return origin
+    }
 }

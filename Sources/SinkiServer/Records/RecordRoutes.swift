@@ -171,13 +171,7 @@ struct ChangesRoute: Route {
         // A writer already has the content of its own records: the feed it reads leaves it out.
         let omitDataFrom = try request.query("omitDataFrom").flatMap { $0.isEmpty ? nil : $0 }
         // And it learnt of its own saves from their answers: the feed passes over them.
-        let omitOrigin = try request.query(SaveOrigin.query).flatMap { text throws(Problem) -> SaveOrigin? in
-            guard !text.isEmpty else { return nil }
-            guard let origin = SaveOrigin(validating: text) else {
-                throw Problem(.badRequest, detail: "\(SaveOrigin.query) must be 16 to 64 of [0-9a-z-], not \(quoted(text))", field: SaveOrigin.query)
-            }
-            return origin
-        }
+        let omitOrigin = try SaveOrigin.fromWire(try request.query(SaveOrigin.query), named: SaveOrigin.query)
         let inflightAfter = try request.query("inflight").map { text throws(Problem) -> Int64 in
             guard let value = Int64(text), value >= 0 else {
                 throw Problem(.badRequest, detail: "inflight must be a position of 0 or more, not \(quoted(text))", field: "inflight")

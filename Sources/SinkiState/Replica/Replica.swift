@@ -193,9 +193,10 @@ public actor Replica {
     /// passed over them), the feed is read again from before them, where they come as any other
     /// device's saves. True when it was moved back. The note stays until a check finds the copy complete.
     public func rewindFeedBeforeSaves() throws -> Bool {
-        guard let token = try store.meta(MetaKey.feedBeforeSaves) else { return false }
-        guard try store.meta(MetaKey.feedToken) != (token.isEmpty ? nil : token) else { return false }
-        try store.setMeta(MetaKey.feedToken, token.isEmpty ? nil : token)
+        guard let noted = try store.meta(MetaKey.feedBeforeSaves) else { return false }
+        let position = noted.isEmpty ? nil : noted
+        guard try store.meta(MetaKey.feedToken) != position else { return false }
+        try store.setMeta(MetaKey.feedToken, position)
         return true
     }
 
