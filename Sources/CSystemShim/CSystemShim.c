@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -62,13 +63,20 @@ int sinki_open_entry(int dirfd, const char *name) {
 // so no symlink is followed from there).
 static void sinki_fd_path(int fd, char out[32]) { snprintf(out, 32, "/proc/self/fd/%d", fd); }
 
+// Reading goes through the descriptor itself first: an open file (the scan reads a file's attributes
+// on the descriptor it read the content from) spares the /proc path's walk; an O_PATH one answers
+// EBADF and takes the /proc name.
 long sinki_list_xattrs(int fd, char *list, unsigned long size) {
+    long got = flistxattr(fd, list, size);
+    if (got >= 0 || errno != EBADF) return got;
     char path[32];
     sinki_fd_path(fd, path);
     return listxattr(path, list, size);
 }
 
 long sinki_get_xattr(int fd, const char *name, void *value, unsigned long size) {
+    long got = fgetxattr(fd, name, value, size);
+    if (got >= 0 || errno != EBADF) return got;
     char path[32];
     sinki_fd_path(fd, path);
     return getxattr(path, name, value, size);

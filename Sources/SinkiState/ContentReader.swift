@@ -16,6 +16,8 @@ public struct FileContent: Sendable {
     /// Another process has it open for writing and wrote to it lately: not read (no hash, no
     /// bytes); looked at again when it is closed or quiet.
     public var busy = false
+    /// The covered extended attributes, read on the same descriptor after the bytes, when asked for.
+    var xattrs: XattrDisk.Reading?
 }
 
 /// Reads files below a root without following symlinks, naming their content (`ContentID`) as the bytes stream.
@@ -24,6 +26,12 @@ public enum ContentReader {
 
     /// Hashes (and with `keepBytes` returns) the file at `relative`. Symlinks hash their target text.
     public static func read(_ root: SafeRoot, _ relative: String, keepBytes: Bool) throws(SafeRootError) -> FileContent {
+        try read(root, relative, keepBytes: keepBytes, xattrs: nil)
+    }
+
+    /// As `read(_:_:keepBytes:)`; with a policy, a regular file's covered extended attributes too, read
+    /// after its bytes on the descriptor that read them (a file is opened once for both).
+    static func read(_ root: SafeRoot, _ relative: String, keepBytes: Bool, xattrs policy: XattrPolicy?) throws(SafeRootError) -> FileContent {
         if let stat = try root.stat(relative), stat.kind == .symlink {
             let target = try readLink(root, relative)
             return FileContent(stat: stat, sha256: ContentID.of(target), bytes: keepBytes ? target : nil, unstable: false)
@@ -59,10 +67,18 @@ public enum ContentReader {
             throw .system(error)
         }
         let after: FileStat
-        do { after = try file.stat() } catch { throw .system(error) }
+        var xattrs: XattrDisk.Reading?
+        do {
+            after = try file.stat()
+            // After the bytes: an attribute changed after this read moves the ctime past the stat
+            // recorded, so the next look sees it.
+            if let policy { xattrs = try XattrDisk.read(file, policy: policy) }
+        } catch {
+            throw .system(error)
+        }
         let named = hasher.finish()
         let unstable = after.size != before.size || after.mtime != before.mtime || after.ctime != before.ctime || !named.complete
-        return FileContent(stat: after, sha256: named.id, chunks: named.chunks, bytes: bytes, unstable: unstable)
+        return FileContent(stat: after, sha256: named.id, chunks: named.chunks, bytes: bytes, unstable: unstable, xattrs: xattrs)
     }
 
     /// How recently a file open for writing must have changed to count as still being written. A

@@ -43,9 +43,12 @@ extension LocalObserver {
         // and the cache holds about 3,800 of them).
         let kept = pushCache.admits(toHash.map { observations[$0].stat!.size })
         let jobs = zip(toHash, kept).map { (observations[$0].path, $1) }
+        let policy = context.xattrs
+        // A file read here has its extended attributes read on the same descriptor, after its bytes.
+        let xattrsAlong: XattrPolicy? = policy.isOff ? nil : policy
         let contents: [Result<(FileContent, [UInt8]?), SafeRootError>] = Blocking.map(jobs) { job in
             Result { () throws(SafeRootError) in
-                var content = try ContentReader.read(safeRoots[job.0.root.index], job.0.relative, keepBytes: job.1)
+                var content = try ContentReader.read(safeRoots[job.0.root.index], job.0.relative, keepBytes: job.1, xattrs: xattrsAlong)
                 let compressed = content.bytes.map { Deflate.compressForSending($0) }
                 content.bytes = nil
                 return (content, compressed)
@@ -53,13 +56,17 @@ extension LocalObserver {
         }
         report.hashed = contents.count
         // Extended attributes of every file, read after its content (a change after this read moves its
-        // ctime past the stat recorded, so the next look sees it); never its bytes again.
-        let xattrJobs = context.xattrs.isOff ? [] : observations.indices.filter { observations[$0].stat?.kind == .file }
-        let policy = context.xattrs
+        // ctime past the stat recorded, so the next look sees it); never its bytes again. A file read
+        // above has them already; the rest (large files, a file that became something else) are opened
+        // for them here.
+        var xattrReadings: [Int: XattrDisk.Reading] = [:]
+        for (offset, index) in toHash.enumerated() {
+            if case let .success((content, _)) = contents[offset], let reading = content.xattrs { xattrReadings[index] = reading }
+        }
+        let xattrJobs = policy.isOff ? [] : observations.indices.filter { observations[$0].stat?.kind == .file && xattrReadings[$0] == nil }
         let readings: [Result<XattrDisk.Reading?, SafeRootError>] = Blocking.map(xattrJobs.map { observations[$0].path }) { path in
             Result { () throws(SafeRootError) in try XattrDisk.read(safeRoots[path.root.index], path.relative, policy: policy) }
         }
-        var xattrReadings: [Int: XattrDisk.Reading] = [:]
         var read: [Int: FileContent] = [:]
         var compressed: [Int: [UInt8]] = [:]
         var vanished = Set<Int>()
