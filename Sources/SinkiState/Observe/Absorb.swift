@@ -144,7 +144,7 @@ extension LocalObserver {
                 if changed {
                     report.queued += 1
                     if let data = compressed[index], let content = read[index] {
-                        pushCache.remember(observation.recordPath, CachedContent(stat: content.stat, sha256: content.sha256, data: data))
+                        pushCache.remember(observation.recordPath, CachedContent(stat: content.stat, sha256: content.sha256, data: data, xattrs: content.xattrs))
                     }
                 }
             }

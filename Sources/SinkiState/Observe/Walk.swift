@@ -113,6 +113,9 @@ struct CachedContent {
     var stat: FileStat
     var sha256: String
     var data: [UInt8]
+    /// The covered extended attributes, read on the same descriptor after the bytes: the push that
+    /// takes the entry opens nothing (an attribute changed since moved the ctime, so the entry is not taken).
+    var xattrs: XattrDisk.Reading?
 
     /// What the entry costs the cache's budget: its data, and what keeping it costs beside that (its
     /// key, hash and array headers). For files of a few bytes the overhead is most of it.
