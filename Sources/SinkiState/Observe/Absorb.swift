@@ -43,12 +43,12 @@ extension LocalObserver {
         // and the cache holds about 3,800 of them).
         let kept = pushCache.admits(toHash.map { observations[$0].stat!.size })
         let jobs = zip(toHash, kept).map { (observations[$0].path, $1) }
+        // A file read here has its extended attributes read on the same descriptor, after its bytes
+        // (none at all when the policy is off).
         let policy = context.xattrs
-        // A file read here has its extended attributes read on the same descriptor, after its bytes.
-        let xattrsAlong: XattrPolicy? = policy.isOff ? nil : policy
         let contents: [Result<(FileContent, [UInt8]?), SafeRootError>] = Blocking.map(jobs) { job in
             Result { () throws(SafeRootError) in
-                var content = try ContentReader.read(safeRoots[job.0.root.index], job.0.relative, keepBytes: job.1, xattrs: xattrsAlong)
+                var content = try ContentReader.read(safeRoots[job.0.root.index], job.0.relative, keepBytes: job.1, xattrs: policy)
                 let compressed = content.bytes.map { Deflate.compressForSending($0) }
                 content.bytes = nil
                 return (content, compressed)

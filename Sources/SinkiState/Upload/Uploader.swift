@@ -130,11 +130,10 @@ final class Uploader {
         let carriedNow = carried
         // A file whose bytes are read (or were, into the push cache) has its attributes read on that same
         // descriptor; only the others are opened for them.
-        let xattrsAlong: XattrPolicy? = policy.isOff ? nil : policy
         let built: [Result<(Record, FileContent?), SafeRootError>] = Blocking.map(Array(items.enumerated())) { index, item in
             Result { () throws(SafeRootError) in
                 var (record, content) = try Self.record(for: item, index: index, hits: hits, safeRoots: safeRoots, device: device,
-                                                        inlineLimit: inlineLimit, xattrs: xattrsAlong)
+                                                        inlineLimit: inlineLimit, xattrs: policy)
                 guard !record.deleted, record.kind == .file, let carried = carriedNow[index] else { return (record, content) }
                 var reading = content?.xattrs ?? hits[index]?.xattrs
                 if reading == nil { reading = try XattrDisk.read(safeRoots[item.path.root.index], item.path.relative, policy: policy) }
@@ -195,7 +194,7 @@ final class Uploader {
     /// The record of one save, its content read now unless it goes without (a folder, a delete, a rename
     /// the server copies, a large file's manifest, a small file read while it was hashed).
     private static func record(for item: SaveItem, index: Int, hits: [Int: CachedContent], safeRoots: [SafeRoot], device: String,
-                               inlineLimit: Int64, xattrs: XattrPolicy?) throws(SafeRootError) -> (Record, FileContent?) {
+                               inlineLimit: Int64, xattrs: XattrPolicy) throws(SafeRootError) -> (Record, FileContent?) {
         let local = item.local
         var record = Record(path: item.recordPath, type: local.map { $0.type.isEmpty ? Record.defaultType : $0.type } ?? Record.defaultType,
                             baseTag: item.base, mode: local?.mode ?? 0, modifiedAt: local?.mtime ?? 0, device: device)
